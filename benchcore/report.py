@@ -134,18 +134,27 @@ def _json_default(value):
     return str(value)
 
 
+def check_writable(path, overwrite: bool = False) -> Path:
+    """Fail before any measuring if the report could not be written at the end."""
+    path = Path(path).expanduser()
+    if path.exists() and not overwrite:
+        raise UsageError(f"output file {path} already exists; choose another path or pass --overwrite")
+    folder = path.parent
+    if not folder.is_dir():
+        raise UsageError(f"cannot write {path}: folder {folder} does not exist; create it or choose another path")
+    if not os.access(folder, os.W_OK):
+        raise UsageError(f"cannot write {path}: folder {folder} is not writable; choose another path")
+    return path
+
+
 def write_text_atomic(path, text: str, overwrite: bool = False) -> Path:
     """Write via a temp file in the same folder + rename, so readers never see half a file.
 
     Refuses to replace an existing file unless overwrite is set: a benchmark result is costly
     to reproduce, and opperf's answer (an assertion) lost whole sweeps.
     """
-    path = Path(path).expanduser()
-    if path.exists() and not overwrite:
-        raise UsageError(f"output file {path} already exists; choose another path or pass --overwrite")
-    folder = path.parent if str(path.parent) else Path(".")
-    if not folder.is_dir():
-        raise UsageError(f"cannot write {path}: folder {folder} does not exist; create it or choose another path")
+    path = check_writable(path, overwrite)
+    folder = path.parent
     try:
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=folder)
     except OSError as exc:

@@ -1,0 +1,147 @@
+"""Pieces both command lines share: run options, thread settings, error handling, progress.
+
+The suites' CLIs are thin layers: they parse flags, build CaseSpecs, call `sweep`, and hand
+the results to the report writers. Everything here prints to stderr only, so stdout stays
+machine-readable.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+from typing import Callable, List, Optional, Sequence
+
+from .errors import UsageError
+
+THREAD_ENV = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """argparse, but a bad flag is a UsageError: one line and exit 2, like every user error."""
+
+    def error(self, message):
+        raise UsageError(f"{message}; see {self.prog} --help")
+
+
+def positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} must be at least 1")
+    return value
+
+
+def non_negative_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{value} must be at least 0")
+    return value
+
+
+def positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"{value} must be greater than 0")
+    return value
+
+
+def add_run_arguments(parser: argparse.ArgumentParser) -> None:
+    """Flags every sweep understands: isolation, timeouts, resume, threads, adaptive timing."""
+    group = parser.add_argument_group("running")
+    group.add_argument("--threads", type=positive_int, default=None,
+                       help="CPU threads for the frameworks (sets OMP/MKL/OpenBLAS and torch threads before import); recorded in the report")
+    group.add_argument("--timeout", type=positive_float, default=600.0,
+                       help="seconds one case may take before its worker is killed and it is recorded as timeout (default 600)")
+    group.add_argument("--resume", action="store_true",
+                       help="continue an interrupted run from its checkpoint (<output>.checkpoint.jsonl)")
+    group.add_argument("--no-isolation", action="store_true",
+                       help="run cases in this process (for debugging); a crash then ends the sweep and --timeout is not enforced")
+    group.add_argument("--memory-limit-gb", type=positive_float, default=2.0,
+                       help="restart the worker process after a case that leaves it above this resident memory (default 2)")
+    group.add_argument("--overwrite", action="store_true", help="replace an existing output file")
+    group.add_argument("--target-precision", type=positive_float, default=None,
+                       help="adaptive mode: sample until IQR/median is below this (e.g. 0.05), between --min-time and --max-time")
+    group.add_argument("--min-time", type=float, default=0.0, help="adaptive mode: minimum seconds of sampling per case")
+    group.add_argument("--max-time", type=positive_float, default=10.0,
+                       help="adaptive mode: cap on seconds of sampling per case; a capped case is flagged")
+
+
+def apply_threads(threads: Optional[int]) -> None:
+    """Set the thread environment before any framework is imported (workers inherit it)."""
+    if threads is None:
+        return
+    for name in THREAD_ENV:
+        os.environ[name] = str(threads)
+
+
+def checkpoint_path_for(output: Path) -> Path:
+    return output.with_name(output.name + ".checkpoint.jsonl")
+
+
+def sweep(specs, executor: str, options: dict, args, checkpoint: Optional[Path], on_result=None):
+    """run_cases with the shared flags and a progress bar on stderr (case, done/total, ETA)."""
+    from tqdm import tqdm
+
+    from .isolation import run_cases
+
+    bar = tqdm(total=len(specs), file=sys.stderr, unit="case", dynamic_ncols=True,
+               disable=len(specs) == 0 or not sys.stderr.isatty() and os.environ.get("BENCH_PROGRESS") != "1")
+
+    def started(spec, index, total):
+        bar.set_postfix_str(spec.name, refresh=True)
+
+    def finished(result):
+        bar.update(1)
+        if on_result:
+            on_result(result)
+
+    try:
+        return run_cases(
+            specs,
+            executor,
+            options,
+            isolate=not args.no_isolation,
+            timeout_s=args.timeout,
+            checkpoint=checkpoint,
+            resume=args.resume,
+            memory_limit_bytes=int(args.memory_limit_gb * 2**30) if args.memory_limit_gb else None,
+            on_start=started,
+            on_result=finished,
+        )
+    finally:
+        bar.close()
+
+
+def run_settings_from(args, warmup: int, runs: int, run_backward: bool = True):
+    from .runner import RunSettings
+
+    return RunSettings(
+        warmup=warmup,
+        runs=runs,
+        run_backward=run_backward,
+        target_precision=args.target_precision,
+        min_time_s=args.min_time,
+        max_time_s=args.max_time,
+    )
+
+
+def run_main(main: Callable[[List[str]], int], argv: Optional[Sequence[str]], prog: str) -> int:
+    """Run a CLI main: a UsageError is one line on stderr and exit 2, never a traceback."""
+    try:
+        return main(list(sys.argv[1:] if argv is None else argv))
+    except UsageError as exc:
+        print(f"{prog}: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"{prog}: interrupted; finished cases are kept in the checkpoint, rerun with --resume", file=sys.stderr)
+        return 130

@@ -1,0 +1,322 @@
+"""Run cases in a reused worker subprocess so one crashing case never costs the sweep.
+
+The parent sends one case at a time to a worker (`python -m benchcore.isolation EXECUTOR`)
+over a pipe and waits for its answer with a timeout. The worker imports the suite's executor
+once and is reused across cases, so the framework import and its warm caches are paid once.
+
+- An exception in the executor is answered as `failed`, with the traceback.
+- A worker that dies (segfault, abort, SIGKILL) is recorded as `crashed`, with the signal and
+  the tail of its stderr; a worker that does not answer within the timeout is killed and the
+  case recorded as `timeout`. A fresh worker takes the next case.
+- A worker whose resident memory passes the ceiling is restarted after its case, which keeps
+  a long sweep's memory bounded (MXNet's pooled allocator never returns memory to the OS).
+- Every finished result is appended (and flushed, fsynced) to a JSON Lines checkpoint at
+  once, so Ctrl-C or `kill -9` of the parent loses nothing; `resume` skips what is there.
+
+isolate=False runs the executor in this process, for debugging with pdb or a profiler; then a
+crash ends the sweep and no timeout is enforced.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+from pathlib import Path
+from typing import Callable, Dict, Iterable, List, Optional
+
+from .case import CaseSpec
+from .errors import SkipCase, UsageError
+from .report import CaseResult
+
+STDERR_TAIL_CHARS = 4000
+
+
+def load_executor(path: str) -> Callable[[CaseSpec, dict], dict]:
+    """Import "package.module:function"."""
+    module_name, _, function_name = path.partition(":")
+    if not function_name:
+        raise UsageError(f"executor {path!r} must look like 'package.module:function'")
+    return getattr(importlib.import_module(module_name), function_name)
+
+
+def execute_one(executor: Callable, spec: CaseSpec, options: dict) -> dict:
+    """Run one case and answer with a result message (never raises for case errors)."""
+    started = time.perf_counter()
+    try:
+        metrics = executor(spec, options)
+        answer = {"status": "ok", "metrics": metrics or {}}
+    except SkipCase as exc:
+        answer = {"status": "skipped", "error": str(exc) or "skipped"}
+    except Exception as exc:  # the case failed, the worker lives on
+        answer = {
+            "status": "failed",
+            "error": f"{type(exc).__name__}: {exc}".strip().splitlines()[0][:2000] if str(exc) else type(exc).__name__,
+            "traceback": traceback.format_exc()[-STDERR_TAIL_CHARS:],
+        }
+    answer["wall_s"] = time.perf_counter() - started
+    return answer
+
+
+def _resident_bytes() -> Optional[int]:
+    try:
+        with open("/proc/self/statm") as handle:
+            return int(handle.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def worker_main(executor_path: str) -> None:
+    """The worker loop: one JSON request per stdin line, one JSON answer per line.
+
+    The protocol uses a private duplicate of stdout; fd 1 is pointed at stderr so that stray
+    prints from frameworks cannot corrupt the protocol.
+    """
+    protocol = os.fdopen(os.dup(1), "w", buffering=1)
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    executor = load_executor(executor_path)
+    for line in sys.stdin:
+        if not line.strip():
+            continue
+        request = json.loads(line)
+        answer = execute_one(executor, CaseSpec.from_dict(request["spec"]), request.get("options") or {})
+        answer["rss_bytes"] = _resident_bytes()
+        protocol.write(json.dumps(answer, default=_json_default) + "\n")
+
+
+def _json_default(value):
+    if hasattr(value, "tolist"):
+        return value.tolist()
+    return str(value)
+
+
+def _describe_exit(returncode: Optional[int]) -> str:
+    if returncode is None:
+        return "worker stopped answering"
+    if returncode < 0:
+        try:
+            name = signal.Signals(-returncode).name
+        except ValueError:
+            name = f"signal {-returncode}"
+        return f"worker killed by {name}"
+    return f"worker exited with status {returncode}"
+
+
+class Worker:
+    """One worker subprocess plus the file its stderr goes to."""
+
+    def __init__(self, executor: str, env: Optional[Dict[str, str]] = None):
+        self.stderr_file = tempfile.TemporaryFile(mode="w+b")
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "benchcore.isolation", executor],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self.stderr_file,
+            env=env,
+            start_new_session=True,  # Ctrl-C reaches the parent, which then stops the worker
+        )
+        self.rss_bytes: Optional[int] = None
+
+    def stderr_since(self, offset: int) -> str:
+        self.stderr_file.flush()
+        self.stderr_file.seek(offset)
+        data = self.stderr_file.read().decode("utf-8", "replace")
+        return data[-STDERR_TAIL_CHARS:]
+
+    def stderr_offset(self) -> int:
+        self.stderr_file.seek(0, os.SEEK_END)
+        return self.stderr_file.tell()
+
+    def request(self, spec: CaseSpec, options: dict, timeout_s: Optional[float]) -> dict:
+        """Send a case; return the worker's answer or a crashed/timeout answer."""
+        offset = self.stderr_offset()
+        started = time.perf_counter()
+        try:
+            self.process.stdin.write((json.dumps({"spec": spec.to_dict(), "options": options}) + "\n").encode())
+            self.process.stdin.flush()
+        except BrokenPipeError:
+            pass  # the read below sees the death
+        line = self._read_line(timeout_s)
+        wall_s = time.perf_counter() - started
+        if line is None:
+            self.kill()
+            return {"status": "timeout", "error": f"case did not finish within {timeout_s:g} s; worker killed",
+                    "stderr_tail": self.stderr_since(offset), "wall_s": wall_s}
+        if not line:
+            returncode = self.process.wait()
+            return {"status": "crashed", "error": _describe_exit(returncode),
+                    "stderr_tail": self.stderr_since(offset), "wall_s": wall_s}
+        answer = json.loads(line)
+        self.rss_bytes = answer.pop("rss_bytes", None)
+        if answer["status"] == "failed":
+            tail = self.stderr_since(offset)
+            answer["stderr_tail"] = (answer.pop("traceback", "") + ("\n" + tail if tail else ""))[-STDERR_TAIL_CHARS:]
+        return answer
+
+    def _read_line(self, timeout_s: Optional[float]) -> Optional[bytes]:
+        """A line, b'' at EOF (worker died), or None on timeout."""
+        stream = self.process.stdout
+        if timeout_s is not None:
+            ready, _, _ = select.select([stream], [], [], timeout_s)
+            if not ready:
+                return None
+        return stream.readline()
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def kill(self) -> None:
+        if self.process.poll() is None:
+            try:
+                os.killpg(self.process.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                self.process.kill()
+        self.process.wait()
+
+    def close(self) -> None:
+        if self.process.poll() is None:
+            try:
+                self.process.stdin.close()
+                self.process.wait(timeout=5)
+            except (BrokenPipeError, subprocess.TimeoutExpired, OSError):
+                self.kill()
+        self.stderr_file.close()
+
+
+class Checkpoint:
+    """An append-only JSON Lines file of finished CaseResults."""
+
+    def __init__(self, path):
+        self.path = Path(path)
+
+    def load(self) -> Dict[str, CaseResult]:
+        """Results by case key; a torn last line (killed mid-write) is ignored."""
+        results: Dict[str, CaseResult] = {}
+        if not self.path.exists():
+            return results
+        for line in self.path.read_text().splitlines():
+            try:
+                result = CaseResult.from_dict(json.loads(line))
+            except (json.JSONDecodeError, KeyError, ValueError, TypeError):
+                continue
+            results[result.spec.key] = result
+        return results
+
+    def append(self, result: CaseResult) -> None:
+        with open(self.path, "a") as handle:
+            handle.write(json.dumps(result.to_dict(), default=_json_default) + "\n")
+            handle.flush()
+            os.fsync(handle.fileno())
+
+
+def _result(spec: CaseSpec, answer: dict) -> CaseResult:
+    return CaseResult(
+        spec=spec,
+        status=answer["status"],
+        metrics=answer.get("metrics") or {},
+        error=answer.get("error"),
+        stderr_tail=answer.get("stderr_tail"),
+        wall_s=answer.get("wall_s"),
+    )
+
+
+def run_cases(
+    specs: Iterable[CaseSpec],
+    executor: str,
+    options: Optional[dict] = None,
+    *,
+    isolate: bool = True,
+    timeout_s: Optional[float] = None,
+    checkpoint=None,
+    resume: bool = False,
+    memory_limit_bytes: Optional[int] = None,
+    env: Optional[Dict[str, str]] = None,
+    on_start: Optional[Callable[[CaseSpec, int, int], None]] = None,
+    on_result: Optional[Callable[[CaseResult], None]] = None,
+) -> List[CaseResult]:
+    """Run every spec and return one CaseResult per spec, in the order given.
+
+    With a checkpoint path, finished results are appended as they arrive; an existing
+    checkpoint is refused unless resume is set (it holds an interrupted run's results), and
+    with resume its cases are taken from it instead of being run again.
+    """
+    specs = list(specs)
+    options = options or {}
+    store = Checkpoint(checkpoint) if checkpoint else None
+    done: Dict[str, CaseResult] = {}
+    if store and store.path.exists():
+        if not resume:
+            raise UsageError(f"checkpoint {store.path} exists from an interrupted run; pass --resume to continue it or delete it")
+        done = store.load()
+    runner = _InProcess(executor) if not isolate else _Isolated(executor, env, memory_limit_bytes)
+    results: List[CaseResult] = []
+    try:
+        for index, spec in enumerate(specs):
+            if spec.key in done:
+                result = done[spec.key]
+            else:
+                if on_start:
+                    on_start(spec, index, len(specs))
+                result = _result(spec, runner.run(spec, options, timeout_s))
+                if store:
+                    store.append(result)
+            results.append(result)
+            if on_result:
+                on_result(result)
+    finally:
+        runner.close()
+    return results
+
+
+class _InProcess:
+    def __init__(self, executor: str):
+        self.executor = load_executor(executor)
+
+    def run(self, spec, options, timeout_s):
+        return execute_one(self.executor, spec, options)
+
+    def close(self):
+        pass
+
+
+class _Isolated:
+    def __init__(self, executor: str, env, memory_limit_bytes):
+        self.executor = executor
+        self.env = env
+        self.memory_limit_bytes = memory_limit_bytes
+        self.worker: Optional[Worker] = None
+
+    def run(self, spec, options, timeout_s):
+        if self.worker is None or not self.worker.alive():
+            self._replace_worker()
+        answer = self.worker.request(spec, options, timeout_s)
+        over_limit = (
+            self.memory_limit_bytes is not None
+            and self.worker.rss_bytes is not None
+            and self.worker.rss_bytes > self.memory_limit_bytes
+        )
+        if answer["status"] in ("crashed", "timeout") or over_limit:
+            self._replace_worker(start=False)
+        return answer
+
+    def _replace_worker(self, start: bool = True):
+        if self.worker is not None:
+            self.worker.close()
+            self.worker = None
+        if start:
+            self.worker = Worker(self.executor, self.env)
+
+    def close(self):
+        self._replace_worker(start=False)
+
+
+if __name__ == "__main__":
+    worker_main(sys.argv[1])
