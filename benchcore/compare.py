@@ -40,7 +40,7 @@ EXACT_MAX_N = 8
 #: device. Anything else (hostname, time, argv, paths) differs between any two runs.
 ENV_KEY_PATTERNS = (
     "*python*", "*mxnet*", "*torch*", "*numpy*", "*cpu*", "*processor*", "*gpu*", "*cuda*",
-    "*cudnn*", "*thread*", "*omp_*", "*mkl*", "*device*", "*machine*", "*platform*",
+    "*cudnn*", "*nvidia*", "*thread*", "*omp_*", "*mkl*", "*device*",
 )
 ENV_KEY_IGNORED = (
     "*time*", "*date*", "*host*", "*argv*", "*pid*", "*path*", "*executable*", "*freq*",

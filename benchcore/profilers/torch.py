@@ -1,0 +1,72 @@
+"""Turn torch.profiler's key averages into plain per-operator statistics (milliseconds, bytes).
+
+torch reports microseconds and keeps them on FunctionEventAvg objects; downstream code wants
+JSON with the house units, in the same shape the MXNet parser yields, so one Markdown/compare
+layer serves both. The parser reads attributes only, so this module imports no torch and
+tests can hand it plain objects.
+
+Each entry: `count`, `total_ms` (inclusive CPU time), `avg_ms` (total_ms / count),
+`self_ms` (exclusive CPU time), `device_total_ms` / `device_self_ms` (CUDA kernel time; 0 on a
+CPU-only run), `cpu_memory_bytes` / `device_memory_bytes` (net allocated inclusive of children)
+and `min_ms` / `max_ms`, which key averages do not keep: null, with a reason in `missing`.
+"""
+
+from __future__ import annotations
+
+from typing import Dict, Iterable, List
+
+US_PER_MS = 1e3
+
+
+def _get(event, *names, default=0.0):
+    for name in names:
+        value = getattr(event, name, None)
+        if value is not None:
+            return value
+    return default
+
+
+def parse_key_averages(events: Iterable) -> Dict[str, dict]:
+    """{operator or range name: statistics} from `profiler.key_averages()`.
+
+    Events with the same key (key averages may split them by input shape or stack) are merged.
+    """
+    stats: Dict[str, dict] = {}
+    for event in events:
+        count = int(_get(event, "count", default=0))
+        total_ms = float(_get(event, "cpu_time_total")) / US_PER_MS
+        entry = stats.setdefault(event.key, {
+            "count": 0, "total_ms": 0.0, "avg_ms": None, "self_ms": 0.0,
+            "device_total_ms": 0.0, "device_self_ms": 0.0,
+            "cpu_memory_bytes": 0, "device_memory_bytes": 0,
+            "min_ms": None, "max_ms": None,
+            "missing": {"min_ms": "torch key averages keep no per-call minimum",
+                        "max_ms": "torch key averages keep no per-call maximum"},
+        })
+        entry["count"] += count
+        entry["total_ms"] += total_ms
+        entry["self_ms"] += float(_get(event, "self_cpu_time_total")) / US_PER_MS
+        entry["device_total_ms"] += float(_get(event, "device_time_total", "cuda_time_total")) / US_PER_MS
+        entry["device_self_ms"] += float(_get(event, "self_device_time_total", "self_cuda_time_total")) / US_PER_MS
+        entry["cpu_memory_bytes"] += int(_get(event, "cpu_memory_usage", default=0))
+        entry["device_memory_bytes"] += int(_get(event, "device_memory_usage", "cuda_memory_usage", default=0))
+    for entry in stats.values():
+        entry["avg_ms"] = entry["total_ms"] / entry["count"] if entry["count"] else None
+    return stats
+
+
+def top(stats: Dict[str, dict], n: int = 30, key: str = "self_ms") -> List[tuple]:
+    """The n entries with the largest `key`, as (name, entry) pairs."""
+    return sorted(stats.items(), key=lambda item: item[1].get(key) or 0.0, reverse=True)[:n]
+
+
+def markdown_table(stats: Dict[str, dict], n: int = 30, key: str = "self_ms") -> str:
+    """A Markdown table of the top n entries (sorted by `key`), for the profile's .md file."""
+    from tabulate import tabulate
+
+    headers = ["Name", "Count", "Total (ms)", "Avg (ms)", "Self (ms)", "Device total (ms)", "Device self (ms)", "CPU mem (bytes)"]
+    rows = [
+        [name, e["count"], e["total_ms"], e["avg_ms"], e["self_ms"], e["device_total_ms"], e["device_self_ms"], e["cpu_memory_bytes"]]
+        for name, e in top(stats, n, key)
+    ]
+    return tabulate(rows, headers=headers, tablefmt="github", floatfmt=".4g", missingval="---")

@@ -1,0 +1,37 @@
+"""Executors for isolation tests: each case does what its params ask, in a real worker."""
+
+import os
+import signal
+import sys
+import time
+
+
+def execute(spec, options):
+    action = spec.params.get("action", "ok")
+    if action == "ok":
+        return {"value": spec.params.get("value", 1), "pid": os.getpid()}
+    if action == "raise":
+        raise ValueError("bad input for this case")
+    if action == "abort":
+        sys.stderr.write("about to abort\n")
+        sys.stderr.flush()
+        os.abort()
+    if action == "sigkill":
+        os.kill(os.getpid(), signal.SIGKILL)
+    if action == "hang":
+        time.sleep(3600)
+    if action == "print":
+        print("stray output on stdout must not break the protocol")
+        return {"value": 2}
+    if action == "grow":
+        # hold ~64 MiB so the memory ceiling restarts the worker
+        execute.ballast = bytearray(64 * 2**20)
+        return {"pid": os.getpid()}
+    if action == "slow":
+        time.sleep(spec.params.get("seconds", 0.5))
+        return {"pid": os.getpid()}
+    if action == "skip":
+        from benchcore.errors import SkipCase
+
+        raise SkipCase("needs a GPU")
+    raise AssertionError(f"unknown action {action}")

@@ -1,0 +1,47 @@
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import mxnet
+import numpy
+import torch
+
+from benchcore import environment
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_metadata_names_the_real_versions_and_machine():
+    env = environment.collect("opbench", argv=["opbench", "--ctx", "cpu"])
+    assert env["suite"] == "opbench"
+    assert env["command_line"] == ["opbench", "--ctx", "cpu"]
+    assert env["numpy"] == numpy.__version__
+    assert env["mxnet"]["version"] == mxnet.__version__
+    assert "MKLDNN" in env["mxnet"]["features"] or env["mxnet"]["features"]
+    assert env["torch"]["version"] == torch.__version__
+    assert env["torch"]["threads"] == torch.get_num_threads()
+    assert env["cpu_count"] == os.cpu_count()
+    assert env["python"] == ".".join(map(str, sys.version_info[:3]))
+    assert env["git_commit"] is None or len(env["git_commit"].split("-")[0]) == 40
+    assert env["started_at"].endswith("+00:00")
+    json.dumps(env)  # serializable as is
+
+
+def test_frameworks_are_only_imported_when_asked_for():
+    env = environment.collect("x", frameworks=())
+    assert "mxnet" not in env and "torch" not in env
+
+
+def test_threads_option_reaches_the_environment_before_frameworks_import():
+    code = (
+        "from benchcore.cli import apply_threads; apply_threads(1);"
+        "import torch, json; from benchcore import environment;"
+        "print(json.dumps(environment.collect('x', frameworks=('torch',))))"
+    )
+    clean = {k: v for k, v in os.environ.items() if k not in environment.THREAD_VARIABLES}
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=clean, capture_output=True, text=True, check=True)
+    env = json.loads(out.stdout)
+    assert env["threads_env"]["OMP_NUM_THREADS"] == "1"
+    assert env["torch"]["threads"] == 1

@@ -1,0 +1,132 @@
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from benchcore.case import CaseSpec
+from benchcore.errors import UsageError
+from benchcore.isolation import Checkpoint, run_cases
+
+EXECUTOR = "tests.benchcore.executors:execute"
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def case(name, **params):
+    return CaseSpec("test", name, params)
+
+
+def test_failures_of_every_kind_are_recorded_and_the_sweep_goes_on():
+    specs = [
+        case("first", action="ok", value=1),
+        case("raises", action="raise"),
+        case("aborts", action="abort"),
+        case("after-abort", action="ok", value=2),
+        case("killed", action="sigkill"),
+        case("hangs", action="hang"),
+        case("last", action="ok", value=3),
+        case("skips", action="skip"),
+    ]
+    results = run_cases(specs, EXECUTOR, timeout_s=5)
+    by_name = {r.spec.name: r for r in results}
+    assert [r.spec.name for r in results] == [s.name for s in specs]
+    assert by_name["first"].status == "ok" and by_name["first"].metrics["value"] == 1
+    assert by_name["raises"].status == "failed"
+    assert by_name["raises"].error == "ValueError: bad input for this case"
+    assert "Traceback" in by_name["raises"].stderr_tail
+    assert by_name["aborts"].status == "crashed"
+    assert "SIGABRT" in by_name["aborts"].error
+    assert "about to abort" in by_name["aborts"].stderr_tail
+    assert by_name["killed"].status == "crashed" and "SIGKILL" in by_name["killed"].error
+    assert by_name["hangs"].status == "timeout" and "5 s" in by_name["hangs"].error
+    assert by_name["after-abort"].status == "ok" and by_name["last"].status == "ok"
+    assert by_name["skips"].status == "skipped" and by_name["skips"].error == "needs a GPU"
+
+
+def test_worker_is_reused_across_cases_and_replaced_after_a_crash():
+    specs = [case("a", action="ok"), case("b", action="ok"), case("c", action="sigkill"), case("d", action="ok")]
+    results = run_cases(specs, EXECUTOR, timeout_s=10)
+    pids = [r.metrics.get("pid") for r in results]
+    assert pids[0] == pids[1] != os.getpid()
+    assert pids[3] not in (None, pids[0])
+
+
+def test_stray_stdout_does_not_break_the_protocol():
+    results = run_cases([case("p", action="print"), case("q", action="ok")], EXECUTOR, timeout_s=10)
+    assert [r.status for r in results] == ["ok", "ok"]
+
+
+def test_memory_ceiling_restarts_the_worker():
+    specs = [case("grow", action="grow"), case("next", action="ok")]
+    results = run_cases(specs, EXECUTOR, timeout_s=10, memory_limit_bytes=32 * 2**20)
+    assert results[0].metrics["pid"] != results[1].metrics["pid"]
+    results = run_cases(specs, EXECUTOR, timeout_s=10, memory_limit_bytes=8 * 2**30)
+    assert results[0].metrics["pid"] == results[1].metrics["pid"]
+
+
+def test_in_process_mode_runs_here():
+    results = run_cases([case("a", action="ok"), case("b", action="raise")], EXECUTOR, isolate=False)
+    assert results[0].metrics["pid"] == os.getpid()
+    assert results[1].status == "failed"
+
+
+def test_checkpoint_collects_results_and_resume_skips_them(tmp_path):
+    checkpoint = tmp_path / "run.checkpoint.jsonl"
+    first = [case("a", action="ok", value=1), case("b", action="raise")]
+    run_cases(first, EXECUTOR, timeout_s=10, checkpoint=checkpoint)
+    assert len(checkpoint.read_text().splitlines()) == 2
+    with pytest.raises(UsageError, match="--resume"):
+        run_cases(first, EXECUTOR, checkpoint=checkpoint)
+    started = []
+    more = first + [case("c", action="ok", value=3)]
+    results = run_cases(more, EXECUTOR, timeout_s=10, checkpoint=checkpoint, resume=True,
+                        on_start=lambda spec, i, n: started.append(spec.name))
+    assert started == ["c"]
+    assert [r.status for r in results] == ["ok", "failed", "ok"]
+
+
+def test_torn_checkpoint_line_is_ignored(tmp_path):
+    path = tmp_path / "c.jsonl"
+    run_cases([case("a", action="ok")], EXECUTOR, isolate=False, checkpoint=path)
+    with open(path, "a") as handle:
+        handle.write('{"spec": {"suite": "test", "na')
+    assert list(Checkpoint(path).load()) == [case("a", action="ok").key]
+
+
+def test_resume_after_kill_9_of_the_parent(tmp_path):
+    checkpoint = tmp_path / "sweep.checkpoint.jsonl"
+    script = tmp_path / "parent.py"
+    script.write_text(textwrap.dedent(f"""
+        import sys
+        sys.path.insert(0, {str(ROOT)!r})
+        from benchcore.case import CaseSpec
+        from benchcore.isolation import run_cases
+        specs = [CaseSpec("test", f"c{{i}}", {{"action": "slow", "seconds": 0.3, "i": i}}) for i in range(8)]
+        run_cases(specs, "tests.benchcore.executors:execute", timeout_s=30,
+                  checkpoint={str(checkpoint)!r}, resume=True)
+    """))
+    parent = subprocess.Popen([sys.executable, str(script)], cwd=ROOT)
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        if checkpoint.exists() and len(checkpoint.read_text().splitlines()) >= 2:
+            break
+        time.sleep(0.05)
+    parent.send_signal(signal.SIGKILL)
+    parent.wait()
+    done_before = set(Checkpoint(checkpoint).load())
+    assert 2 <= len(done_before) < 8
+
+    started = []
+    specs = [CaseSpec("test", f"c{i}", {"action": "slow", "seconds": 0.3, "i": i}) for i in range(8)]
+    results = run_cases(specs, EXECUTOR, timeout_s=30, checkpoint=checkpoint, resume=True,
+                        on_start=lambda spec, i, n: started.append(spec.key))
+    assert all(r.status == "ok" for r in results)
+    assert set(started).isdisjoint(done_before)
+    assert len(started) + len(done_before) == 8
+    lines = [json.loads(line) for line in checkpoint.read_text().splitlines() if line.strip()]
+    assert len({line["key"] for line in lines}) == 8

@@ -1,0 +1,102 @@
+import json
+import os
+
+import pytest
+
+from benchcore.case import CaseSpec
+from benchcore.errors import UsageError
+from benchcore.report import CaseResult, Report, check_writable, write_text_atomic
+from benchcore.stats import Measurement
+
+
+def sample_report():
+    spec = CaseSpec("opbench", "dot", {"op": "dot", "inputs": {"lhs": [4, 4]}})
+    ok = CaseResult(spec, "ok", metrics={"forward": Measurement([1.0, 2.0]).to_dict()}, wall_s=0.1)
+    bad = CaseResult(CaseSpec("opbench", "take", {}), "crashed", error="worker killed by SIGSEGV", stderr_tail="boom")
+    return Report(suite="opbench", environment={"python": "3.11"}, settings={"warmup": 1}, results=[ok, bad],
+                  extra={"no_benchmark": ["Custom"]})
+
+
+def test_json_round_trip(tmp_path):
+    path = tmp_path / "r.json"
+    report = sample_report()
+    report.write(path)
+    loaded = Report.load(path)
+    assert loaded.to_dict() == report.to_dict()
+    assert [r.status for r in loaded.failures] == ["crashed"]
+    data = json.loads(path.read_text())
+    assert data["schema"] == "benchcore-report" and data["schema_version"] == 1
+    assert data["results"][0]["metrics"]["forward"]["median_ms"] == 1.5
+
+
+def test_existing_file_is_never_overwritten_without_the_flag(tmp_path):
+    path = tmp_path / "r.json"
+    path.write_text("precious")
+    with pytest.raises(UsageError, match="already exists.*--overwrite"):
+        sample_report().write(path)
+    assert path.read_text() == "precious"
+    sample_report().write(path, overwrite=True)
+    assert Report.load(path).suite == "opbench"
+
+
+def test_missing_folder_and_unwritable_folder_are_usage_errors(tmp_path):
+    with pytest.raises(UsageError, match="does not exist"):
+        check_writable(tmp_path / "nope" / "r.json")
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    locked.chmod(0o500)
+    try:
+        if os.access(locked, os.W_OK):
+            # root ignores mode bits; a path under a regular file is unwritable for everyone
+            blocker = tmp_path / "file"
+            blocker.write_text("x")
+            with pytest.raises(UsageError):
+                write_text_atomic(blocker / "r.json", "{}")
+        else:
+            with pytest.raises(UsageError, match="not writable"):
+                write_text_atomic(locked / "r.json", "{}")
+    finally:
+        locked.chmod(0o700)
+
+
+def test_atomic_write_leaves_no_temp_file_behind_on_failure(tmp_path, monkeypatch):
+    path = tmp_path / "r.json"
+    path.write_text("old")
+
+    def broken_replace(src, dst):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(os, "replace", broken_replace)
+    with pytest.raises(OSError):
+        write_text_atomic(path, "new", overwrite=True)
+    assert path.read_text() == "old"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["r.json"]
+
+
+@pytest.mark.parametrize("content, message", [
+    ("not json", "not valid JSON"),
+    ('{"hello": 1}', "not a benchcore report"),
+    ('{"schema": "benchcore-report", "schema_version": 99, "suite": "x"}', "schema version 99"),
+])
+def test_bad_reports_are_usage_errors(tmp_path, content, message):
+    path = tmp_path / "bad.json"
+    path.write_text(content)
+    with pytest.raises(UsageError, match=message):
+        Report.load(path)
+
+
+def test_missing_report_is_a_usage_error(tmp_path):
+    with pytest.raises(UsageError, match="does not exist"):
+        Report.load(tmp_path / "missing.json")
+
+
+def test_unknown_status_is_refused():
+    with pytest.raises(ValueError):
+        CaseResult(CaseSpec("s", "n"), "maybe")
+
+
+def test_case_key_is_stable_and_order_independent():
+    a = CaseSpec("s", "n", {"x": 1, "y": [1, 2]})
+    b = CaseSpec("s", "n", {"y": [1, 2], "x": 1})
+    assert a.key == b.key
+    assert CaseSpec.from_dict(json.loads(json.dumps(a.to_dict()))).key == a.key
