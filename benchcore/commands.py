@@ -1,0 +1,151 @@
+"""The `compare`, `plot` and `merge` commands both suites share: `<suite> compare BASE NEW` ….
+
+A thin CLI layer over compare.py, plot.py and merge.py, and the only module of those that
+prints. Exit status: 0 fine; 1 a comparison found a regression beyond --fail-above; 2 a usage
+error (bad flag, missing or malformed file, a report of another suite), as one line on stderr.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import List, Optional
+
+from .cli import ArgumentParser, run_main
+from .errors import UsageError
+from .report import Report, write_text_atomic
+
+COMMANDS = ("compare", "plot", "merge")
+DEFAULT_CHART_DIR = "reports/charts"
+
+
+def main(suite: str, argv: List[str]) -> int:
+    """Run one of COMMANDS for `suite`; argv starts with the command name."""
+    return run_main(lambda args: _dispatch(suite, args), argv, prog=suite)
+
+
+def build_parser(suite: str) -> ArgumentParser:
+    parser = ArgumentParser(prog=suite, description=f"{suite}: compare, chart and merge JSON reports")
+    sub = parser.add_subparsers(dest="command", metavar="{compare,plot,merge}")
+    sub.required = True
+
+    p = sub.add_parser("compare", help="compare two reports case by case (NEW against BASE)",
+                       description="Per case: ratio of medians, Mann-Whitney U test, effect threshold → "
+                                   "faster / slower / same / noisy; geometric means per category.")
+    p.add_argument("base", metavar="BASE", help="JSON report of the baseline run")
+    p.add_argument("new", metavar="NEW", help="JSON report of the run to judge")
+    p.add_argument("--threshold", type=float, default=0.05,
+                   help="smallest relative change that counts, as a fraction (default 0.05 = 5%%)")
+    p.add_argument("--alpha", type=float, default=0.05, help="significance level of the U test (default 0.05)")
+    p.add_argument("--fail-above", type=float, default=None, metavar="PCT",
+                   help="CI gate: exit 1 when any case is judged slower by more than PCT percent")
+    p.add_argument("--allow-env-mismatch", action="store_true",
+                   help="compare reports from different environments (versions, CPU/GPU, threads) anyway")
+    p.add_argument("-f", "--format", choices=("md", "json"), default="md", help="output format (default md)")
+    p.add_argument("-o", "--output", default=None, metavar="FILE", help="write here instead of stdout")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing output file")
+    p.add_argument("--plot", default=None, metavar="DIR", help="also write the comparison chart (PNG) into DIR")
+
+    p = sub.add_parser("plot", help="write PNG charts of one report")
+    p.add_argument("report", metavar="REPORT", help="JSON report")
+    p.add_argument("-o", "--output-dir", default=DEFAULT_CHART_DIR, metavar="DIR",
+                   help=f"folder for the PNG files (default {DEFAULT_CHART_DIR}; created if missing)")
+
+    p = sub.add_parser("merge", help="join the reports of a sharded sweep (--shard K/N) into one")
+    p.add_argument("shards", metavar="SHARD.json", nargs="+", help="the shards' JSON reports")
+    p.add_argument("-o", "--output", default=None, metavar="ALL.json", help="merged report (default: stdout)")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing output file")
+    p.add_argument("--allow-partial", action="store_true",
+                   help="merge even when some shards are missing (recorded in the merged report)")
+    return parser
+
+
+def _dispatch(suite: str, argv: List[str]) -> int:
+    try:
+        args = build_parser(suite).parse_args(argv)
+    except SystemExit as exc:  # --help
+        return exc.code if isinstance(exc.code, int) else 0
+    return {"compare": _compare, "plot": _plot, "merge": _merge}[args.command](suite, args)
+
+
+def load_report(path: str, suite: str) -> Report:
+    """Report.load plus the suite check: an rnnbench report is not for `opbench compare`."""
+    report = Report.load(path)
+    if report.suite != suite:
+        raise UsageError(f"{path} is a {report.suite} report; use `{report.suite}` instead of `{suite}` for it")
+    return report
+
+
+def _emit(text: str, output: Optional[str], overwrite: bool) -> None:
+    if output is None:
+        sys.stdout.write(text if text.endswith("\n") else text + "\n")
+        sys.stdout.flush()
+    else:
+        path = write_text_atomic(output, text if text.endswith("\n") else text + "\n", overwrite=overwrite)
+        print(f"wrote {path}", file=sys.stderr)
+
+
+def _compare(suite: str, args) -> int:
+    from .compare import compare
+
+    if args.fail_above is not None and args.fail_above < 0:
+        raise UsageError(f"--fail-above takes a percentage >= 0 (e.g. 10), got {args.fail_above:g}")
+    if args.output and Path(args.output).exists() and not args.overwrite:
+        raise UsageError(f"output file {args.output} already exists; choose another path or pass --overwrite")
+    base, new = load_report(args.base, suite), load_report(args.new, suite)
+    result = compare(base, new, threshold=args.threshold, alpha=args.alpha,
+                     allow_env_mismatch=args.allow_env_mismatch)
+    result.base_source, result.new_source = args.base, args.new
+    if result.env_differences:
+        keys = ", ".join(d["key"] for d in result.env_differences)
+        print(f"{suite}: note: environments differ ({keys}); compared because of --allow-env-mismatch", file=sys.stderr)
+
+    charts = []
+    if args.plot:
+        from .plot import write_comparison_chart
+
+        chart = write_comparison_chart(result, args.plot)
+        charts = [chart] if chart else []
+    if args.format == "json":
+        data = result.to_dict()
+        data["charts"] = [str(c) for c in charts]
+        text = json.dumps(data, indent=2, allow_nan=False)
+    else:
+        from .plot import chart_links_markdown
+
+        where = Path(args.output).expanduser().parent if args.output else Path.cwd()
+        text = result.to_markdown(chart_links_markdown(charts, where))
+    _emit(text, args.output, args.overwrite)
+
+    if args.fail_above is not None:
+        worse = result.regressions(args.fail_above)
+        if worse:
+            listed = ", ".join(f"{c.label} ({(c.worst_slowdown - 1) * 100:+.1f}%)" for c in worse[:5])
+            more = f" and {len(worse) - 5} more" if len(worse) > 5 else ""
+            print(f"{suite}: {len(worse)} case(s) slower by more than {args.fail_above:g}%: {listed}{more}", file=sys.stderr)
+            return 1
+    return 0
+
+
+def _plot(suite: str, args) -> int:
+    from .plot import write_report_charts
+
+    report = load_report(args.report, suite)
+    paths = write_report_charts(report, args.output_dir)
+    if not paths:
+        print(f"{suite}: note: {args.report} has no measured case; no chart written", file=sys.stderr)
+    for path in paths:
+        print(path)
+    return 0
+
+
+def _merge(suite: str, args) -> int:
+    from .merge import merge
+
+    if args.output and Path(args.output).exists() and not args.overwrite:
+        raise UsageError(f"output file {args.output} already exists; choose another path or pass --overwrite")
+    reports = [load_report(path, suite) for path in args.shards]
+    merged = merge(reports, sources=args.shards, allow_partial=args.allow_partial)
+    _emit(merged.to_json(), args.output, args.overwrite)
+    return 0

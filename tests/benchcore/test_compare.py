@@ -1,0 +1,283 @@
+"""compare: the U test against scipy, verdicts on sample sets with known answers, geomeans,
+environment checks, opperf-only averages, Markdown/JSON views."""
+
+import json
+import math
+
+import numpy as np
+import pytest
+from scipy.stats import mannwhitneyu
+
+from benchcore.case import CaseSpec
+from benchcore.compare import (
+    _exact_u_counts,
+    compare,
+    environment_differences,
+    geometric_mean,
+    mann_whitney_u,
+)
+from benchcore.errors import UsageError
+from benchcore.report import CaseResult, Report
+from benchcore.stats import Measurement
+
+ENV = {"python": "3.11.4", "numpy": "1.23.5", "cpu_model": "Test CPU", "cpu_count": 2,
+       "hostname": "a", "started_at": "2024-01-01T00:00:00+00:00", "git_commit": "abc",
+       "threads_env": {"OMP_NUM_THREADS": "2"},
+       "mxnet": {"version": "1.9.1", "features": ["MKLDNN"]},
+       "torch": {"version": "2.13.0", "threads": 2}}
+
+
+def samples(median, n=30, noise=0.01, seed=0):
+    rng = np.random.default_rng(seed)
+    return list(median * (1 + noise * rng.standard_normal(n)))
+
+
+def op_result(name, fwd, bwd=None, category="unary", inputs=None, status="ok"):
+    """An opbench-like case with python-engine Measurements (raw samples)."""
+    params = {"op": name, "category": category, "inputs": inputs or {"data": [1024, 1024]}, "variant": "nd"}
+    metrics = {}
+    if fwd is not None:
+        metrics["forward"] = Measurement(fwd).to_dict()
+    if bwd is not None:
+        metrics["backward"] = Measurement(bwd).to_dict()
+    return CaseResult(CaseSpec("opbench", name, params), status, metrics)
+
+
+def opperf_result(name, fwd_avg, bwd_avg=None, category="unary"):
+    """An opbench case from the native engine: opperf averages only, no samples."""
+    params = {"op": name, "category": category, "inputs": {"data": [1024, 1024]}, "variant": "nd"}
+    metrics = {f"avg_time_forward_{name}": fwd_avg}
+    if bwd_avg is not None:
+        metrics[f"avg_time_backward_{name}"] = bwd_avg
+    return CaseResult(CaseSpec("opbench", name, params), "ok", metrics)
+
+
+def make_report(results, suite="opbench", env=None, settings=None):
+    return Report(suite=suite, environment=dict(env or ENV), settings=dict(settings or {"runs": 30}),
+                  results=list(results))
+
+
+# --------------------------------------------------------------------------- Mann-Whitney U
+
+
+@pytest.mark.parametrize("x,y", [
+    ([19, 22, 16, 29, 24], [20, 11, 17, 12]),                      # exact, no ties
+    ([1.0, 2.0, 3.0], [4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0, 11.0, 12.0, 13.0]),  # exact, n1 small
+    ([1, 2, 2, 3, 3, 3, 4], [2, 3, 4, 4, 5, 5, 6]),                # ties → asymptotic
+    (list(np.random.default_rng(1).normal(0, 1, 40)), list(np.random.default_rng(2).normal(0.5, 1, 35))),
+    ([5.0] * 10, [5.0] * 12),                                       # all equal
+])
+def test_mann_whitney_matches_scipy(x, y):
+    ours = mann_whitney_u(x, y)
+    theirs = mannwhitneyu(x, y, alternative="two-sided")
+    assert ours.u == pytest.approx(theirs.statistic)
+    assert ours.p_value == pytest.approx(theirs.pvalue, rel=1e-9, abs=1e-12)
+
+
+def test_mann_whitney_random_against_scipy():
+    rng = np.random.default_rng(7)
+    for _ in range(60):
+        n1, n2 = rng.integers(1, 30, 2)
+        x = rng.integers(0, 8, n1).astype(float) if rng.random() < 0.5 else rng.normal(0, 1, n1)
+        y = rng.integers(0, 8, n2).astype(float) if rng.random() < 0.5 else rng.normal(0.3, 1, n2)
+        assert mann_whitney_u(x, y).p_value == pytest.approx(mannwhitneyu(x, y).pvalue, rel=1e-9, abs=1e-12)
+
+
+def test_exact_counts_sum_to_binomial():
+    counts = _exact_u_counts(4, 6)
+    assert sum(counts) == math.comb(10, 4)
+    assert counts == counts[::-1]  # the null distribution of U is symmetric
+
+
+# --------------------------------------------------------------------------- verdicts
+
+
+def test_clear_slowdown_is_slower():
+    base = make_report([op_result("exp", samples(1.0, seed=1))])
+    new = make_report([op_result("exp", samples(1.2, seed=2))])
+    case = compare(base, new).cases[0]
+    assert case.verdict == "slower"
+    assert case.ratio == pytest.approx(1.2, rel=0.02)
+    m = case.metrics[0]
+    assert m.basis == "mann-whitney" and m.p_value < 1e-6
+    assert m.ratio_low < m.ratio < m.ratio_high
+
+
+def test_clear_speedup_is_faster():
+    base = make_report([op_result("exp", samples(1.0, seed=1))])
+    new = make_report([op_result("exp", samples(0.8, seed=2))])
+    assert compare(base, new).cases[0].verdict == "faster"
+
+
+def test_identical_distributions_are_same():
+    base = make_report([op_result("exp", samples(1.0, seed=3), samples(2.0, seed=4))])
+    new = make_report([op_result("exp", samples(1.0, seed=5), samples(2.0, seed=6))])
+    case = compare(base, new).cases[0]
+    assert case.verdict == "same"
+    assert [m.verdict for m in case.metrics] == ["same", "same"]
+
+
+def test_two_samples_each_are_noisy():
+    base = make_report([op_result("exp", [1.0, 1.01])])
+    new = make_report([op_result("exp", [1.5, 1.52])])
+    case = compare(base, new).cases[0]
+    assert case.verdict == "noisy"
+    assert "too few samples" in case.metrics[0].reason
+
+
+def test_large_change_the_test_cannot_confirm_is_noisy():
+    # medians 20% apart, but the spread is so wide that the U test cannot tell them apart
+    base = make_report([op_result("exp", samples(1.0, n=8, noise=0.6, seed=8))])
+    new = make_report([op_result("exp", [v * 1.2 for v in samples(1.0, n=8, noise=0.6, seed=9)])])
+    m = compare(base, new).cases[0].metrics[0]
+    assert m.p_value >= 0.05
+    assert m.verdict == "noisy" and "not confirmed" in m.reason
+
+
+def test_small_significant_change_is_same():
+    base = make_report([op_result("exp", samples(1.0, n=200, noise=0.001, seed=1))])
+    new = make_report([op_result("exp", samples(1.02, n=200, noise=0.001, seed=2))])
+    m = compare(base, new).cases[0].metrics[0]
+    assert m.p_value < 1e-6 and m.verdict == "same"
+
+
+def test_backward_regression_makes_case_slower():
+    base = make_report([op_result("exp", samples(1.0, seed=1), samples(2.0, seed=2))])
+    new = make_report([op_result("exp", samples(1.0, seed=3), samples(3.0, seed=4))])
+    case = compare(base, new).cases[0]
+    assert [m.verdict for m in case.metrics] == ["same", "slower"]
+    assert case.verdict == "slower"
+    assert case.worst_slowdown == pytest.approx(1.5, rel=0.02)
+    # the case ratio is the ratio of total (forward + backward) time
+    assert case.ratio == pytest.approx(4.0 / 3.0, rel=0.02)
+
+
+def test_opperf_averages_give_threshold_only_verdicts():
+    base = make_report([opperf_result("exp", 1.0, 2.0), opperf_result("log", 1.0), opperf_result("sin", 1.0)])
+    new = make_report([opperf_result("exp", 1.2, 2.0), opperf_result("log", 0.8), opperf_result("sin", 1.03)])
+    cases = {c.name: c for c in compare(base, new).cases}
+    assert cases["exp"].verdict == "slower"
+    assert cases["log"].verdict == "faster"
+    assert cases["sin"].verdict == "same"
+    for case in cases.values():
+        assert case.basis == "threshold-only"
+        assert all(m.basis == "threshold-only" and m.p_value is None for m in case.metrics)
+        assert "threshold alone" in case.metrics[0].reason
+
+
+def test_samples_on_one_side_only_compares_means():
+    base = make_report([op_result("exp", [1.0, 1.0, 1.0, 4.0])])  # mean 1.75, median 1.0
+    new = make_report([opperf_result("exp", 1.75)])
+    m = compare(base, new).cases[0].metrics[0]
+    assert m.statistic == "mean" and m.basis == "threshold-only"
+    assert m.ratio == pytest.approx(1.0) and m.verdict == "same"
+
+
+def test_unmatched_and_unmeasured_cases_are_listed():
+    base = make_report([op_result("exp", samples(1.0)), op_result("log", samples(1.0)),
+                        op_result("sin", samples(1.0))])
+    failed = CaseResult(CaseSpec("opbench", "sin", base.results[2].spec.params), "failed", {}, error="Traceback\nValueError: bad")
+    new = make_report([op_result("exp", samples(1.0)), failed, op_result("cos", samples(1.0))])
+    result = compare(base, new)
+    assert [c.name for c in result.cases] == ["exp"]
+    assert [c["name"] for c in result.only_in_base] == ["log"]
+    assert [c["name"] for c in result.only_in_new] == ["cos"]
+    assert result.unmeasured[0]["name"] == "sin"
+    assert "new: failed (ValueError: bad)" in result.unmeasured[0]["reason"]
+
+
+def test_same_name_different_inputs_are_different_cases():
+    base = make_report([op_result("exp", samples(1.0), inputs={"data": [10, 10]}),
+                        op_result("exp", samples(5.0), inputs={"data": [100, 100]})])
+    new = make_report([op_result("exp", samples(1.0, seed=3), inputs={"data": [10, 10]}),
+                       op_result("exp", samples(6.0, seed=4), inputs={"data": [100, 100]})])
+    verdicts = sorted((c.params["inputs"]["data"][0], c.verdict) for c in compare(base, new).cases)
+    assert verdicts == [(10, "same"), (100, "slower")]
+
+
+# --------------------------------------------------------------------------- geometric means
+
+
+def test_geometric_means_per_category_and_overall():
+    ratios = {"exp": ("unary", 1.2), "log": ("unary", 0.9), "dot": ("gemm", 2.0), "add": ("binary", 1.0)}
+    base = make_report([opperf_result(n, 1.0, category=c) for n, (c, _) in ratios.items()])
+    new = make_report([opperf_result(n, r, category=c) for n, (c, r) in ratios.items()])
+    summary = {s.category: s for s in compare(base, new).summary}
+    assert summary["unary"].geomean_ratio == pytest.approx(math.sqrt(1.2 * 0.9))
+    assert summary["gemm"].geomean_ratio == pytest.approx(2.0)
+    assert summary["overall"].geomean_ratio == pytest.approx((1.2 * 0.9 * 2.0 * 1.0) ** 0.25)
+    assert summary["overall"].cases == 4
+    assert summary["unary"].counts == {"faster": 1, "slower": 1, "same": 0, "noisy": 0}
+    assert list(summary)[-1] == "overall"
+    assert geometric_mean([]) is None
+
+
+def test_rnnbench_cases_without_group_fall_in_all():
+    def rnn(name, med, seed):
+        m = {"forward": Measurement(samples(med, seed=seed)).to_dict(), "backward": None}
+        return CaseResult(CaseSpec("rnnbench", name, {"seqLength": 5, "device": "cpu", "fuser": "default"}), "ok", m)
+
+    base = make_report([rnn("cudnn", 1.0, 1), rnn("jit", 2.0, 2)], suite="rnnbench")
+    new = make_report([rnn("cudnn", 1.0, 3), rnn("jit", 2.0, 4)], suite="rnnbench")
+    summary = compare(base, new).summary
+    assert [s.category for s in summary] == ["all", "overall"]
+    assert all(len(c.metrics) == 1 for c in compare(base, new).cases)  # backward None is skipped
+
+
+# --------------------------------------------------------------------------- refusals, environment
+
+
+def test_different_suites_refused():
+    with pytest.raises(UsageError, match="opbench report with a rnnbench report"):
+        compare(make_report([]), make_report([], suite="rnnbench"))
+
+
+def test_environment_mismatch_refused_then_allowed():
+    other = json.loads(json.dumps(ENV))
+    other["mxnet"]["version"] = "2.0.0"
+    other["threads_env"]["OMP_NUM_THREADS"] = "1"
+    other["hostname"] = "b"                    # never a reason to refuse
+    other["started_at"] = "2025-01-01T00:00:00"
+    other["git_commit"] = "def"
+    base = make_report([op_result("exp", samples(1.0))])
+    new = make_report([op_result("exp", samples(1.0))], env=other)
+    with pytest.raises(UsageError) as info:
+        compare(base, new)
+    message = str(info.value)
+    assert "\n" not in message
+    assert "mxnet.version" in message and "threads_env.OMP_NUM_THREADS" in message
+    assert "--allow-env-mismatch" in message and "hostname" not in message
+    result = compare(base, new, allow_env_mismatch=True)
+    assert {d["key"] for d in result.env_differences} == {"mxnet.version", "threads_env.OMP_NUM_THREADS"}
+    assert result.cases[0].verdict == "same"
+
+
+def test_thread_settings_count_as_environment():
+    base = make_report([], settings={"threads": 2})
+    new = make_report([], settings={"threads": 1})
+    assert [d["key"] for d in environment_differences(base, new)] == ["settings.threads"]
+
+
+def test_bad_threshold_and_alpha_refused():
+    with pytest.raises(UsageError, match="threshold"):
+        compare(make_report([]), make_report([]), threshold=0)
+    with pytest.raises(UsageError, match="alpha"):
+        compare(make_report([]), make_report([]), alpha=1.5)
+
+
+# --------------------------------------------------------------------------- views
+
+
+def test_markdown_and_json_views():
+    base = make_report([op_result("exp", samples(1.0, seed=1)), opperf_result("log", 1.0),
+                        op_result("sin", samples(1.0))])
+    new = make_report([op_result("exp", samples(1.2, seed=2)), opperf_result("log", 1.0)])
+    result = compare(base, new)
+    text = result.to_markdown()
+    assert "| Category" in text and "| overall" in text
+    assert "slower" in text and "threshold-only" in text and "Only in base (1)" in text
+    data = json.loads(result.to_json())
+    assert data["schema"] == "benchcore-comparison"
+    assert {c["name"]: c["verdict"] for c in data["cases"]} == {"exp": "slower", "log": "same"}
+    assert data["summary"][-1]["category"] == "overall"
+    assert data["only_in_base"][0]["name"] == "sin"
