@@ -1,0 +1,110 @@
+"""fastrnns' pytest-benchmark entry: every runner × {forward, backward}, group "fastrnns".
+
+Run with `pytest benchmarks/rnnbench --benchmark-only` (any `--benchmark-*` option works);
+it lives outside tests/ because at fastrnns' default sizes it takes minutes. The same runners,
+contexts and Workloads as `rnnbench bench` are used; only the timing loop is
+pytest-benchmark's. CUDA-only runners are skipped, with a reason, on a machine without CUDA.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from benchcore.case import CaseSpec
+from rnnbench import bench
+
+SIZE_NAMES = tuple(bench.SIZE_DEFAULTS)
+
+
+def _option(config, name, default=None):
+    return config.getoption(name, default=default)
+
+
+def _runner_names(config):
+    chosen = _option(config, "--rnnbench-runners")
+    if chosen:
+        return list(chosen)
+    from rnnbench.runners import RUNNERS
+
+    return list(RUNNERS)
+
+
+def pytest_generate_tests(metafunc):
+    if "runner_name" in metafunc.fixturenames:
+        metafunc.parametrize("runner_name", _runner_names(metafunc.config))
+
+
+def _device(config) -> str:
+    return _option(config, "--rnnbench-device") or bench.default_device()
+
+
+def _spec(config, runner_name: str) -> CaseSpec:
+    values = [int(v) for v in str(_option(config, "--rnnbench-sizes", "100,1,512,512,64")).split(",")]
+    if len(values) != len(SIZE_NAMES):
+        raise pytest.UsageError("--rnnbench-sizes needs five integers: seqLength,numLayers,inputSize,hiddenSize,miniBatch")
+    sizes = dict(zip(SIZE_NAMES, values))
+    return CaseSpec(bench.SUITE, runner_name, bench.case_params(
+        sizes, _device(config), _option(config, "--fuser", "te"), _option(config, "--executor", "default"),
+        _option(config, "--rnnbench-seed", 17), "pytest-benchmark"))
+
+
+@pytest.fixture
+def prepared(request, runner_name):
+    """The runner's workload, inside its contexts for the whole test."""
+    from benchcore.errors import SkipCase
+    from rnnbench.runners import get_runner
+
+    spec = _spec(request.config, runner_name)
+    runner = get_runner(runner_name)
+    if getattr(runner, "cuda_only", False) and not spec.params["device"].startswith("cuda"):
+        pytest.skip(f"{runner_name} runs on CUDA only (device is {spec.params['device']})")
+    try:
+        with bench.prepared(spec) as prep:
+            yield spec, prep
+    except SkipCase as exc:
+        pytest.skip(str(exc))
+
+
+def _rounds(config) -> int:
+    return max(int(_option(config, "benchmark_min_rounds", 5) or 5), 1)
+
+
+def _label(benchmark, spec, phase):
+    benchmark.group = "fastrnns"
+    benchmark.extra_info.update({"phase": phase, "unit_note": "pytest-benchmark reports seconds",
+                                 **{k: spec.params[k] for k in (*SIZE_NAMES, "device", "fuser", "executor", "seed")}})
+
+
+def test_forward(benchmark, prepared, request):
+    spec, prep = prepared
+    workload = prep.workload
+    _label(benchmark, spec, "forward")
+
+    def forward():
+        output = workload.forward()
+        workload.sync()
+        return output
+
+    benchmark(forward)
+
+
+def test_backward(benchmark, prepared, request):
+    spec, prep = prepared
+    workload = prep.workload
+    if workload.backward is None:
+        pytest.skip(f"{spec.name} has no backward")
+    _label(benchmark, spec, "backward")
+
+    def setup():
+        # untimed: a fresh graph and grad_output for every round, gradients cleared
+        if workload.zero_grad:
+            workload.zero_grad()
+        output = workload.forward()
+        prepared_input = workload.backward_setup(output) if workload.backward_setup else output
+        return (prepared_input,), {}
+
+    def backward(prepared_input):
+        workload.backward(prepared_input)
+        workload.sync()
+
+    benchmark.pedantic(backward, setup=setup, rounds=_rounds(request.config), iterations=1, warmup_rounds=1)

@@ -1,0 +1,387 @@
+"""Time fastrnns-style runners through benchcore, and render the results in fastrnns' shapes.
+
+The worker side is `execute(spec, options)`: it rebuilds the runner's ModelDef inside the
+runner's fuser/executor contexts, turns it into a benchcore Workload and times it with
+`benchcore.runner.run_workload` — CUDA events on a CUDA device, perf_counter around a sync on
+the CPU. Every time is in milliseconds on every device (fastrnns reported CPU seconds as
+"ms"), and nothing forces a garbage collection inside the loop (fastrnns spent ~150 ms per
+iteration in gc.collect() on CPU at default sizes).
+
+The parent side builds CaseSpecs (`build_specs`) and renders a list of CaseResults as
+fastrnns' console table, `--print-json oss|pep` lines and a Markdown report. These functions
+return strings; only the CLI prints.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
+from typing import Dict, Iterator, List, Optional, Sequence
+
+from benchcore.case import CaseSpec
+from benchcore.errors import SkipCase, UsageError
+
+SUITE = "rnnbench"
+EXECUTOR = "rnnbench.bench:execute"
+
+#: fastrnns' sizes and their defaults, in the order its file names use them (s, l, i, h, b).
+SIZE_DEFAULTS = {"seqLength": 100, "numLayers": 1, "inputSize": 512, "hiddenSize": 512, "miniBatch": 64}
+SIZE_LETTERS = {"seqLength": "s", "numLayers": "l", "inputSize": "i", "hiddenSize": "h", "miniBatch": "b"}
+
+FUSERS = ("te", "old", "none", "default")
+EXECUTORS = ("profiling", "simple", "legacy", "default")
+
+#: fastrnns' output groups; `--print-json` keys are these names and `<name>-backward`.
+GROUP_LSTM = "lstm"
+GROUP_RESNET = "resnet"
+GROUP_VL_LSTM = "vl_lstm"
+GROUP_TITLES = {GROUP_VL_LSTM: "variable-length sequence LSTM", GROUP_LSTM: "LSTM", GROUP_RESNET: "ResNet"}
+
+DEFAULT_RNNS = ("cudnn", "aten", "jit", "jit_premul", "jit_premul_bias", "jit_simple", "jit_multilayer", "py")
+DEFAULT_CNNS = ("resnet18", "resnet18_jit", "resnet50", "resnet50_jit")
+DEFAULT_VL_RNNS = ("vl_cudnn", "vl_jit", "vl_py")
+
+
+def default_lists() -> Dict[str, Sequence[str]]:
+    """The runner lists per group; the runners module may define its own, which win."""
+    lists = {GROUP_LSTM: DEFAULT_RNNS, GROUP_RESNET: DEFAULT_CNNS, GROUP_VL_LSTM: DEFAULT_VL_RNNS}
+    try:
+        from . import runners
+    except ImportError:
+        return lists
+    for group, attr in ((GROUP_LSTM, "DEFAULT_RNNS"), (GROUP_RESNET, "DEFAULT_CNNS"), (GROUP_VL_LSTM, "DEFAULT_VL_RNNS")):
+        if getattr(runners, attr, None):
+            lists[group] = tuple(getattr(runners, attr))
+    return lists
+
+
+# --------------------------------------------------------------------------------------------
+# Validation shared by the CLI subcommands (parent side, before any case runs)
+
+
+def check_sizes(sizes: Dict[str, int]) -> None:
+    for name, value in sizes.items():
+        if value is None or int(value) < 1:
+            raise UsageError(f"--{name} must be a positive integer, got {value}")
+
+
+def check_fuser(fuser: str, executor: Optional[str]) -> None:
+    if fuser not in FUSERS:
+        raise UsageError(f"unknown fuser {fuser!r}; choose one of {', '.join(FUSERS)}")
+    if executor is not None and executor not in EXECUTORS:
+        raise UsageError(f"unknown executor {executor!r}; choose one of {', '.join(EXECUTORS)}")
+
+
+def cuda_available() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
+def default_device() -> str:
+    """fastrnns defaulted to cuda and asserted it; we fall back to the CPU when there is none."""
+    return "cuda" if cuda_available() else "cpu"
+
+
+def check_device(device: str) -> None:
+    if device != "cpu" and not (device == "cuda" or device.startswith("cuda:")):
+        raise UsageError(f"unknown device {device!r}; use cpu, cuda or cuda:N")
+    if device.startswith("cuda") and not cuda_available():
+        raise UsageError(f"--device {device} needs CUDA, but torch sees no CUDA device; use --device cpu")
+
+
+def check_runners(names: Sequence[str], device: str) -> List:
+    """Resolve runner names (unknown → UsageError listing the valid ones, from get_runner)."""
+    from .runners import get_runner
+
+    resolved = [get_runner(name) for name in names]
+    cuda_only = [r.name for r in resolved if getattr(r, "cuda_only", False)]
+    if cuda_only and not device.startswith("cuda"):
+        raise UsageError(f"runner(s) {', '.join(cuda_only)} need CUDA; drop them or use --device cuda on a CUDA machine")
+    return resolved
+
+
+# --------------------------------------------------------------------------------------------
+# Specs
+
+
+def case_params(sizes: Dict[str, int], device: str, fuser: str, executor: Optional[str], seed: Optional[int], group: str) -> dict:
+    params = {name: int(sizes[name]) for name in SIZE_DEFAULTS}
+    params.update({"device": device, "fuser": fuser, "executor": executor or "default", "seed": seed, "group": group})
+    return params
+
+
+def selected_groups(args) -> List[tuple]:
+    """(group, runner names) in fastrnns' order: variable-length LSTMs, LSTMs, ResNets."""
+    lists = default_lists()
+    groups = []
+    if getattr(args, "variable_lstms", False):
+        groups.append((GROUP_VL_LSTM, list(lists[GROUP_VL_LSTM])))
+    wanted = set(args.group or ())
+    if "rnns" in wanted:
+        groups.append((GROUP_LSTM, list(args.rnns or lists[GROUP_LSTM])))
+    if "cnns" in wanted:
+        groups.append((GROUP_RESNET, list(args.cnns or lists[GROUP_RESNET])))
+    return groups
+
+
+def sizes_from(args) -> Dict[str, int]:
+    return {name: getattr(args, name) for name in SIZE_DEFAULTS}
+
+
+def build_specs(args) -> List[CaseSpec]:
+    """One CaseSpec per runner of every selected group, sizes/device/fuser/seed in its params."""
+    sizes = sizes_from(args)
+    specs = []
+    for group, names in selected_groups(args):
+        for name in names:
+            params = case_params(sizes, args.device, args.fuser, args.executor, args.seed, group)
+            specs.append(CaseSpec(SUITE, name, params))
+    return specs
+
+
+# --------------------------------------------------------------------------------------------
+# Worker side
+
+
+@dataclass
+class Prepared:
+    """A runner's workload plus what building it cost (compile runners report compile time)."""
+
+    runner: object
+    modeldef: object
+    workload: object
+    build_ms: float
+
+
+def _creator_kwargs(params: dict) -> dict:
+    kwargs = {name: int(params.get(name, default)) for name, default in SIZE_DEFAULTS.items()}
+    kwargs["device"] = params.get("device", "cpu")
+    kwargs["seed"] = params.get("seed")
+    return kwargs
+
+
+def _skip_if_unrunnable(runner, device: str) -> None:
+    if device.startswith("cuda"):
+        import torch
+
+        if not torch.cuda.is_available():
+            raise SkipCase(f"{runner.name}: device {device} requested but torch sees no CUDA device")
+    elif getattr(runner, "cuda_only", False):
+        raise SkipCase(f"{runner.name} runs on CUDA only")
+
+
+@contextmanager
+def runner_contexts(spec: CaseSpec, runner=None) -> Iterator[object]:
+    """Enter the case's fuser, executor and runner contexts; yield the runner.
+
+    The contexts stay entered while the caller times the workload (TorchScript reads the fuser
+    switches at run time, not only at compile time; `aten` reads the cuDNN switch at every
+    call) and are restored on exit, so a reused worker starts the next case from torch's
+    defaults. They can be entered again for the same built model (torch mode of `profile`).
+    """
+    from .runners import executor_context, fuser_context, get_runner
+
+    params = spec.params
+    runner = runner or get_runner(spec.name)
+    _skip_if_unrunnable(runner, params.get("device", "cpu"))
+    with ExitStack() as stack:
+        stack.enter_context(fuser_context(params.get("fuser", "te")))
+        stack.enter_context(executor_context(params.get("executor", "default")))
+        context = getattr(runner, "context", None)
+        if context is not None:
+            stack.enter_context(context())
+        yield runner
+
+
+def build(spec: CaseSpec, runner) -> Prepared:
+    """Create the ModelDef (call inside runner_contexts) and its Workload."""
+    from .factory import modeldef_to_workload
+
+    started = time.perf_counter()
+    modeldef = runner.creator(**_creator_kwargs(spec.params))
+    build_ms = (time.perf_counter() - started) * 1e3
+    workload = modeldef_to_workload(modeldef, spec.params.get("device", "cpu"))
+    return Prepared(runner=runner, modeldef=modeldef, workload=workload, build_ms=build_ms)
+
+
+@contextmanager
+def prepared(spec: CaseSpec) -> Iterator[Prepared]:
+    """The runner's workload, built and used inside its contexts."""
+    with runner_contexts(spec) as runner:
+        yield build(spec, runner)
+
+
+def _apply_threads(options: dict) -> None:
+    threads = options.get("threads")
+    if threads:
+        import torch
+
+        if torch.get_num_threads() != int(threads):
+            torch.set_num_threads(int(threads))
+
+
+def _model_info(prep: Prepared) -> dict:
+    info = dict(getattr(prep.modeldef, "info", None) or {})
+    info.update(getattr(prep.workload, "info", None) or {})
+    return info
+
+
+def execute(spec: CaseSpec, options: dict) -> dict:
+    """benchcore executor: time one runner; the metrics hold forward/backward Measurements (ms).
+
+    `compile_ms` is the one-off compile cost a compile runner reports in its ModelDef info
+    (torch.compile compiles on first call); it is kept apart so the steady-state samples are
+    not skewed by it. `build_ms` is the time the creator took.
+    """
+    from benchcore.runner import RunSettings, run_workload
+    from benchcore.timers import timer_for
+
+    _apply_threads(options)
+    settings = RunSettings.from_dict(options.get("settings") or {})
+    with prepared(spec) as prep:
+        timer = timer_for(prep.workload.device, prep.workload.sync)
+        outcome = run_workload(prep.workload, settings, timer)
+    metrics = outcome.to_dict()
+    info = _model_info(prep)
+    metrics.update({
+        "unit": "ms",
+        "timer": timer.name,
+        "group": spec.params.get("group"),
+        "build_ms": prep.build_ms,
+        "compile_ms": info.get("compile_ms"),
+        "info": _jsonable(info),
+    })
+    if metrics["compile_ms"] is None:
+        metrics.setdefault("missing", {})["compile_ms"] = "runner does not compile" if not info.get("compiled") else "runner did not report it"
+    return metrics
+
+
+def _jsonable(value):
+    try:
+        json.dumps(value)
+        return value
+    except (TypeError, ValueError):
+        if isinstance(value, dict):
+            return {str(k): _jsonable(v) for k, v in value.items()}
+        if isinstance(value, (list, tuple)):
+            return [_jsonable(v) for v in value]
+        return str(value)
+
+
+# --------------------------------------------------------------------------------------------
+# Rendering (parent side). Each function returns text; the CLI prints it.
+
+
+def _stat(result, which: str, key: str) -> Optional[float]:
+    data = (result.metrics or {}).get(which) if result.ok else None
+    return None if not data else data.get(key)
+
+
+def group_of(result) -> str:
+    return result.spec.params.get("group") or GROUP_LSTM
+
+
+def grouped(results) -> Dict[str, list]:
+    """Results by group, groups in first-seen order (fastrnns' order when built by build_specs)."""
+    groups: Dict[str, list] = {}
+    for result in results:
+        groups.setdefault(group_of(result), []).append(result)
+    return groups
+
+
+TABLE_COLUMNS = ("name", "fwd_mean_ms", "fwd_std_ms", "fwd_median_ms", "bwd_mean_ms", "bwd_std_ms", "bwd_median_ms")
+
+
+def _cell(value, width: int) -> str:
+    text = value if isinstance(value, str) else ("-" if value is None else f"{value:.4g}")
+    return text.rjust(width) if len(text) < width else text[:width]
+
+
+def table_row(result) -> List[object]:
+    row: List[object] = [result.spec.name]
+    for which in ("forward", "backward"):
+        row += [_stat(result, which, "mean_ms"), _stat(result, which, "std_ms"), _stat(result, which, "median_ms")]
+    return row
+
+
+def console_table(results, sep: str = " ", colwidth: int = 16) -> str:
+    """fastrnns' fixed-width table (fields joined by --sep), one block per group, in ms.
+
+    A runner that did not run shows its status and error on its own row instead of numbers.
+    """
+    lines = []
+    for group, members in grouped(results).items():
+        lines.append(f"Benchmarking {GROUP_TITLES.get(group, group)}s...")
+        lines.append(sep.join(_cell(c, colwidth) for c in TABLE_COLUMNS))
+        for result in members:
+            if result.ok:
+                lines.append(sep.join(_cell(v, colwidth) for v in table_row(result)))
+            else:
+                lines.append(sep.join([_cell(result.spec.name, colwidth), f"{result.status.upper()}: {result.error or ''}"]))
+        lines.append("")
+    return "\n".join(lines)
+
+
+def oss_json(results) -> str:
+    """fastrnns' `--print-json oss` line: {group: {runner: mean fwd}, group-backward: {...}} (ms).
+
+    A runner that failed appears with null (fastrnns dropped it silently).
+    """
+    out: Dict[str, dict] = {}
+    for group, members in grouped(results).items():
+        out[group] = {r.spec.name: _stat(r, "forward", "mean_ms") for r in members}
+        out[group + "-backward"] = {r.spec.name: _stat(r, "backward", "mean_ms") for r in members}
+    return json.dumps(out)
+
+
+def pep_lines(results) -> List[str]:
+    """fastrnns' `--print-json pep` lines, one per measured iteration, values in ms.
+
+    The metric is `<group>-<runner>` for forward and `<group>-backward-<runner>` for backward
+    (fastrnns joins the group key, which for backward is `<group>-backward`, to the runner
+    name). Runners that did not run have no samples, so no lines; the CLI reports them on
+    stderr.
+    """
+    lines = []
+    for group, members in grouped(results).items():
+        for key, which in ((group, "forward"), (group + "-backward", "backward")):
+            for result in members:
+                samples = _stat(result, which, "samples_ms") or []
+                for value in samples:
+                    record = {"type": "NET", "metric": f"{key}-{result.spec.name}", "unit": "ms", "value": str(value)}
+                    lines.append("Caffe2Observer " + json.dumps(record))
+    return lines
+
+
+def markdown_report(report) -> str:
+    """A Markdown view of a Report: environment summary, then one table per group."""
+    from tabulate import tabulate
+
+    env = report.environment or {}
+    torch_env = env.get("torch") or {}
+    lines = ["# rnnbench results", ""]
+    facts = [
+        ("torch", torch_env.get("version")),
+        ("device", ", ".join(sorted({r.spec.params.get("device", "?") for r in report.results})) or None),
+        ("threads", torch_env.get("threads")),
+        ("cpu", env.get("cpu_model")),
+        ("git commit", env.get("git_commit")),
+        ("started", env.get("started_at")),
+        ("settings", json.dumps(report.settings, sort_keys=True) if report.settings else None),
+    ]
+    lines += [f"- {name}: {value}" for name, value in facts if value is not None]
+    lines.append("")
+    headers = ["Runner", "Fwd mean (ms)", "Fwd std (ms)", "Fwd median (ms)", "Bwd mean (ms)", "Bwd std (ms)",
+               "Bwd median (ms)", "Compile (ms)", "Status"]
+    for group, members in grouped(report.results).items():
+        lines += [f"## {GROUP_TITLES.get(group, group)} ({group})", ""]
+        rows = []
+        for result in members:
+            status = result.status if result.ok else f"{result.status}: {result.error or ''}"
+            rows.append(table_row(result) + [(result.metrics or {}).get("compile_ms"), status])
+        lines.append(tabulate(rows, headers=headers, tablefmt="github", floatfmt=".4g", missingval="---"))
+        lines.append("")
+    return "\n".join(lines)

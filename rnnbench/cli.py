@@ -1,0 +1,312 @@
+"""`rnnbench` command line: bench, test, profile (+ compare, plot, merge from benchcore).
+
+A thin layer: it parses fastrnns' flags, checks what a user can get wrong before anything
+runs (unknown runner, bad fuser or sizes, CUDA requested without CUDA), hands CaseSpecs to
+benchcore's sweep and prints what the library returns. stdout carries only machine-readable
+output (`--print-json`, a report without --output-file); tables and progress go to stderr.
+
+Exit status: 0 all cases ran; 1 a runner failed (bench), a correctness mismatch (test) or a
+profiler failure; 2 a usage error, as one line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import List, Optional, Sequence
+
+from benchcore import cli as core_cli
+from benchcore.cli import ArgumentParser, non_negative_int, positive_int
+from benchcore.errors import UsageError
+
+from . import bench
+
+PROG = "rnnbench"
+SHARED_COMMANDS = ("compare", "plot", "merge")
+DEFAULT_SEED = 17
+
+
+def _err(*lines: str) -> None:
+    for line in lines:
+        print(line, file=sys.stderr)
+
+
+# --------------------------------------------------------------------------------------------
+# Parser
+
+
+def _add_sizes(parser, nloops_default: int) -> None:
+    sizes = parser.add_argument_group("sizes (fastrnns' names and defaults)")
+    for name, default in bench.SIZE_DEFAULTS.items():
+        sizes.add_argument(f"--{name}", type=positive_int, default=default, help=f"default {default}")
+    sizes.add_argument("--nloops", type=positive_int, default=nloops_default,
+                       help=f"measured (bench) or profiled (profile) iterations per runner (default {nloops_default})")
+
+
+def _add_model_options(parser, with_seed_default: Optional[int] = DEFAULT_SEED) -> None:
+    parser.add_argument("--device", default=None, help="cpu, cuda or cuda:N (default: cuda when available, else cpu)")
+    parser.add_argument("--fuser", default="te", help=f"TorchScript fuser: {', '.join(bench.FUSERS)} (default te)")
+    parser.add_argument("--executor", default=None,
+                        help=f"TorchScript executor: {', '.join(bench.EXECUTORS)} (default: the fuser's choice)")
+    parser.add_argument("--seed", type=int, default=with_seed_default,
+                        help=f"seed for inputs and parameters, recorded in the report (default {with_seed_default})")
+
+
+def _bench_parser(sub) -> None:
+    p = sub.add_parser("bench", help="time runners' forward and backward (fastrnns bench.py)",
+                       description="Time forward and backward of each runner, in milliseconds on every device.")
+    _add_sizes(p, nloops_default=100)
+    p.add_argument("--warmup", type=non_negative_int, default=10, help="untimed iterations first (default 10)")
+    _add_model_options(p)
+    p.add_argument("--variable-lstms", "--variable_lstms", dest="variable_lstms", action="store_true",
+                   help="also run the variable-length LSTMs (vl_cudnn, vl_jit, vl_py); they ignore --seqLength")
+    p.add_argument("--sep", default=" ", help="separator of the console table's columns (default ' ')")
+    p.add_argument("--print-json", nargs="?", const="oss", default=None, choices=("oss", "pep"),
+                   help="print results to stdout in fastrnns' JSON shapes: oss (one line, default) or pep (one line per iteration)")
+    p.add_argument("--rnns", nargs="*", default=None, help="LSTM runners (default: the fastrnns LSTM group)")
+    p.add_argument("--cnns", nargs="*", default=None, help="CNN runners (default: resnet18 resnet18_jit resnet50 resnet50_jit)")
+    p.add_argument("--group", nargs="*", default=["cnns", "rnns"], choices=("cnns", "rnns"),
+                   help="groups to run (default: cnns rnns)")
+    p.add_argument("--output-format", choices=("json", "md"), default=None,
+                   help="report format (default: from --output-file's extension, else json)")
+    p.add_argument("--output-file", default=None, help="write the report here (JSON with environment metadata, or Markdown)")
+    core_cli.add_run_arguments(p)
+
+
+def _test_parser(sub) -> None:
+    p = sub.add_parser("test", help="check runners against nn.LSTM (fastrnns test.py)",
+                       description="Compare each runner's outputs and gradients with nn.LSTM built from the same seed.")
+    for name, default in bench.SIZE_DEFAULTS.items():
+        p.add_argument(f"--{name}", type=positive_int, default=default, help=f"default {default}")
+    p.add_argument("--rnns", nargs="*", default=None, help="runners to check (default: all LSTM runners)")
+    p.add_argument("--atol", type=float, default=1e-3, help="absolute tolerance (default 1e-3)")
+    p.add_argument("--rtol", type=float, default=0.0, help="relative tolerance (default 0)")
+    p.add_argument("--device", default=None, help="cpu, cuda or cuda:N (default: cuda when available, else cpu)")
+    p.add_argument("--seed", type=int, default=DEFAULT_SEED, help=f"default {DEFAULT_SEED}")
+    p.add_argument("--threads", type=positive_int, default=None, help="CPU threads for torch")
+
+
+def _profile_parser(sub) -> None:
+    from .profiling import DEFAULT_OUTPUT_DIR, DEFAULT_PROFILE_RNNS, PROFILERS
+
+    p = sub.add_parser("profile", help="run runners under nsys, nvprof or torch.profiler (fastrnns profile.py)",
+                       description="Profile runners: nsys/nvprof re-run this command under the tool; torch runs in-process.")
+    _add_sizes(p, nloops_default=5)
+    _add_model_options(p)
+    p.add_argument("--rnns", nargs="*", default=None, help=f"runners to profile (default: {' '.join(DEFAULT_PROFILE_RNNS)})")
+    p.add_argument("--profiler", choices=PROFILERS, default=None,
+                   help="nsys, nvprof or torch (default: nsys when on PATH and CUDA is available, else torch)")
+    p.add_argument("--output-dir", default=DEFAULT_OUTPUT_DIR, help=f"where reports go (default {DEFAULT_OUTPUT_DIR}, created)")
+    p.add_argument("--sleep-between-seconds", "--sleep_between_seconds", dest="sleep_between_seconds", type=float, default=1.0,
+                   help="pause between runners so they are apart on the timeline (default 1)")
+    p.add_argument("--warmup", type=non_negative_int, default=None,
+                   help="unprofiled iterations before each runner's profiled ones (default: 1 for torch, 0 for nsys/nvprof)")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing profile of the same name")
+    p.add_argument("--threads", type=positive_int, default=None, help="CPU threads for torch")
+    p.add_argument("--internal-run", "--internal_run", dest="internal_run", action="store_true",
+                   help=argparse.SUPPRESS)  # set by the outer run under nsys/nvprof
+
+
+def build_parser() -> ArgumentParser:
+    parser = ArgumentParser(prog=PROG, description="fastrnns-style RNN and CNN benchmarks on benchcore. "
+                            "Also: rnnbench compare|plot|merge (see rnnbench compare --help).")
+    sub = parser.add_subparsers(dest="command", metavar="{bench,test,profile,compare,plot,merge}")
+    sub.required = True
+    _bench_parser(sub)
+    _test_parser(sub)
+    _profile_parser(sub)
+    return parser
+
+
+# --------------------------------------------------------------------------------------------
+# Shared checks
+
+
+def _resolve_device(device: Optional[str]) -> str:
+    device = device or bench.default_device()
+    bench.check_device(device)
+    return device
+
+
+def _set_threads(threads: Optional[int]) -> None:
+    """Environment first (workers inherit it), then this process's torch if already imported."""
+    core_cli.apply_threads(threads)
+    if threads:
+        import torch
+
+        torch.set_num_threads(threads)
+
+
+# --------------------------------------------------------------------------------------------
+# bench
+
+
+def _output_target(args) -> Optional[tuple]:
+    if not args.output_file:
+        return None
+    path = Path(args.output_file).expanduser()
+    fmt = args.output_format or ("md" if path.suffix.lower() in (".md", ".markdown") else "json")
+    if path.exists() and not args.overwrite:
+        raise UsageError(f"output file {path} already exists; choose another path or pass --overwrite")
+    if not path.parent.is_dir():
+        raise UsageError(f"cannot write {path}: folder {path.parent} does not exist; create it or choose another path")
+    return path, fmt
+
+
+def _bench(args, argv: Sequence[str]) -> int:
+    from benchcore.environment import collect
+    from benchcore.report import Report, write_text_atomic
+
+    core_cli.apply_threads(args.threads)
+    bench.check_fuser(args.fuser, args.executor)
+    args.device = _resolve_device(args.device)
+    if args.resume and not args.output_file:
+        raise UsageError("--resume needs --output-file (the checkpoint lives next to it)")
+    target = _output_target(args)
+    specs = bench.build_specs(args)
+    if not specs:
+        raise UsageError("nothing to run: --group selected no runners; use --group rnns and/or cnns, or --variable-lstms")
+    bench.check_runners(sorted({s.name for s in specs}), args.device)
+
+    settings = core_cli.run_settings_from(args, warmup=args.warmup, runs=args.nloops)
+    options = {"settings": settings.to_dict(), "threads": args.threads, "seed": args.seed}
+    checkpoint = core_cli.checkpoint_path_for(target[0]) if target else None
+    results = core_cli.sweep(specs, bench.EXECUTOR, options, args, checkpoint)
+
+    report = Report(
+        suite=bench.SUITE,
+        environment=collect(bench.SUITE, [PROG, *argv], frameworks=("torch",)),
+        settings={**options, "device": args.device, "fuser": args.fuser, "executor": args.executor or "default",
+                  "sizes": bench.sizes_from(args), "unit": "ms"},
+        results=results,
+    )
+    _err(bench.console_table(results, sep=args.sep))
+    for result in results:
+        if result.status == "skipped":
+            _err(f"{PROG}: {result.spec.name} skipped: {result.error}")
+        elif not result.ok:
+            _err(f"{PROG}: {result.spec.name} {result.status}: {result.error}")
+
+    if args.print_json == "oss":
+        print(bench.oss_json(results))
+    elif args.print_json == "pep":
+        for line in bench.pep_lines(results):
+            print(line)
+    if target:
+        path, fmt = target
+        text = report.to_json() + "\n" if fmt == "json" else bench.markdown_report(report)
+        write_text_atomic(path, text, overwrite=args.overwrite)
+        if checkpoint and checkpoint.exists():
+            checkpoint.unlink()  # the report now holds every result
+        _err(f"{PROG}: report written to {path}")
+    elif args.output_format and not args.print_json:
+        print(report.to_json() if args.output_format == "json" else bench.markdown_report(report))
+    return 1 if report.failures else 0
+
+
+# --------------------------------------------------------------------------------------------
+# test
+
+
+def _test(args) -> int:
+    from . import correctness
+
+    _set_threads(args.threads)
+    device = _resolve_device(args.device)
+    if args.atol < 0 or args.rtol < 0:
+        raise UsageError("--atol and --rtol must be >= 0")
+    sizes = {name: getattr(args, name) for name in bench.SIZE_DEFAULTS}
+    names = args.rnns or list(getattr(correctness, "DEFAULT_TEST_RUNNERS", None) or _lstm_runner_names())
+    bench.check_runners(names, device)
+    results = correctness.check_runners(names, device=device, seed=args.seed, atol=args.atol, rtol=args.rtol, **sizes)
+    formatter = getattr(correctness, "format_table", None) or getattr(correctness, "format_results")
+    print(formatter(results))
+    failed = [r for r in results if not getattr(r, "passed", getattr(r, "ok", False))]
+    if failed:
+        _err(f"{PROG}: {len(failed)} of {len(results)} runner(s) do not match nn.LSTM: {', '.join(r.name for r in failed)}")
+        return 1
+    return 0
+
+
+def _lstm_runner_names() -> List[str]:
+    from .runners import RUNNERS
+
+    return [name for name, r in RUNNERS.items() if getattr(r, "group", None) in ("lstm", "rnns", "vl_lstm")
+            and not getattr(r, "cuda_only", False)]
+
+
+# --------------------------------------------------------------------------------------------
+# profile
+
+
+def _profile(args, argv: Sequence[str]) -> int:
+    from . import profiling
+    from benchcore.profilers.external import ExternalToolError
+
+    _set_threads(args.threads)
+    bench.check_fuser(args.fuser, args.executor)
+    args.device = _resolve_device(args.device)
+    runners = list(args.rnns or profiling.DEFAULT_PROFILE_RNNS)
+    if not runners:
+        raise UsageError("--rnns needs at least one runner name")
+    bench.check_runners(runners, args.device)
+    sizes = {name: getattr(args, name) for name in bench.SIZE_DEFAULTS}
+    specs = [bench.CaseSpec(bench.SUITE, name, bench.case_params(sizes, args.device, args.fuser, args.executor, args.seed, "profile"))
+             for name in runners]
+
+    if args.internal_run:
+        for run in profiling.internal_run(specs, nloops=args.nloops, sleep_s=args.sleep_between_seconds, warmup=args.warmup or 0):
+            print(f"internal run: {run.name} {run.iterations} iterations, nvtx {'on' if run.nvtx else 'off'}, "
+                  f"{run.seconds:.3f} s", flush=True)
+        return 0
+
+    profiler = args.profiler or profiling.default_profiler()
+    if profiler == "torch":
+        warmup = 1 if args.warmup is None else args.warmup
+        done = profiling.torch_profile(specs, args.output_dir, sizes, nloops=args.nloops, warmup=warmup, overwrite=args.overwrite)
+        _err(f"{PROG}: torch.profiler: {len(specs)} runner(s), {args.nloops} iterations each")
+        for path in (done.trace, done.table_text, done.table_markdown, done.stats_json):
+            print(path)
+        return 0
+
+    options = {"device": args.device, "fuser": args.fuser, "executor": args.executor, "seed": args.seed,
+               "nloops": args.nloops, "sleep-between-seconds": args.sleep_between_seconds, "warmup": args.warmup,
+               "threads": args.threads}
+    try:
+        done = profiling.external_profile(profiler, args.output_dir, runners, sizes, options, overwrite=args.overwrite)
+    except ExternalToolError as exc:
+        _err(f"{PROG}: error: {exc}" + (f"; its output ends with:\n{exc.stderr_tail}" if exc.stderr_tail else ""))
+        return 1
+    _err(f"{PROG}: {done.tool}: {' '.join(done.command)}")
+    if done.stdout_tail:
+        _err(done.stdout_tail)
+    print(done.output)
+    return 0
+
+
+# --------------------------------------------------------------------------------------------
+# Entry points
+
+
+def _main(argv: List[str]) -> int:
+    if argv and argv[0] in SHARED_COMMANDS:
+        try:
+            from benchcore.commands import main as shared_main
+        except ImportError:
+            raise UsageError(f"'{argv[0]}' is not available in this installation (benchcore.commands is missing)") from None
+        return shared_main(bench.SUITE, argv)
+    args = build_parser().parse_args(argv)
+    if args.command == "bench":
+        return _bench(args, argv)
+    if args.command == "test":
+        return _test(args)
+    return _profile(args, argv)
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    return core_cli.run_main(_main, argv, prog=PROG)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
