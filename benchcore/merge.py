@@ -113,7 +113,8 @@ def _check_consistent(reports: Sequence[Report], shards: Sequence[ShardInfo], na
         seen[shard.index] = name
         differing = _differing_settings(first.settings, report.settings)
         if differing:
-            raise UsageError(f"{name} was run with other settings than {first_name} ({', '.join(differing)} differ); merge shards of one sweep")
+            shown = "; ".join(f"{k}: {first.settings.get(k)!r} vs {report.settings.get(k)!r}" for k in differing)
+            raise UsageError(f"{name} was run with other settings than {first_name} ({shown}); merge shards of one sweep")
 
 
 def _differing_settings(a: dict, b: dict) -> List[str]:

@@ -1,0 +1,165 @@
+"""The compare / plot / merge commands through benchcore.commands.main: exit codes (the CI
+gate), output to stdout or files, and one-line errors for bad input."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from benchcore.commands import main
+from tests.benchcore.test_compare import ENV, make_report, op_result, samples
+from tests.benchcore.test_merge import all_results, round_robin
+from tests.benchcore.test_plot import PNG_MAGIC, rnn_report
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def write(report, path):
+    report.write(path)
+    return str(path)
+
+
+@pytest.fixture
+def pair(tmp_path):
+    """base, new: exp 20% slower (clear), log unchanged."""
+    base = make_report([op_result("exp", samples(1.0, seed=1)), op_result("log", samples(2.0, seed=2))])
+    new = make_report([op_result("exp", samples(1.2, seed=3)), op_result("log", samples(2.0, seed=4))])
+    return write(base, tmp_path / "base.json"), write(new, tmp_path / "new.json")
+
+
+def one_error_line(capsys, *words):
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1, err
+    for word in words:
+        assert word in err
+    return err
+
+
+def test_compare_markdown_to_stdout(pair, capsys):
+    assert main("opbench", ["compare", *pair]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("# Comparison (opbench)")
+    assert "## Summary" in out and "## Cases" in out and "| overall" in out
+    rows = [line for line in out.splitlines() if line.startswith("| exp")]
+    assert len(rows) == 1 and "slower" in rows[0] and ("+19." in rows[0] or "+20." in rows[0])
+
+
+def test_fail_above_gate(pair, capsys):
+    assert main("opbench", ["compare", *pair, "--fail-above", "10"]) == 1
+    err = capsys.readouterr().err
+    assert "1 case(s) slower by more than 10%" in err and "exp" in err
+    assert main("opbench", ["compare", *pair, "--fail-above", "30"]) == 0
+    # the gate looks at the slowdown: base against itself passes
+    assert main("opbench", ["compare", pair[0], pair[0], "--fail-above", "0"]) == 0
+
+
+def test_compare_json_to_file_and_overwrite(pair, tmp_path, capsys):
+    out = tmp_path / "cmp.json"
+    assert main("opbench", ["compare", *pair, "-f", "json", "-o", str(out)]) == 0
+    data = json.loads(out.read_text())
+    assert {c["name"]: c["verdict"] for c in data["cases"]} == {"exp": "slower", "log": "same"}
+    assert capsys.readouterr().out == ""
+    assert main("opbench", ["compare", *pair, "-f", "json", "-o", str(out)]) == 2
+    one_error_line(capsys, "already exists", "--overwrite")
+    assert main("opbench", ["compare", *pair, "-f", "json", "-o", str(out), "--overwrite"]) == 0
+
+
+def test_compare_with_plot_links_the_chart(pair, tmp_path):
+    out = tmp_path / "cmp.md"
+    assert main("opbench", ["compare", *pair, "-o", str(out), "--plot", str(tmp_path / "charts")]) == 0
+    assert (tmp_path / "charts" / "opbench_comparison.png").read_bytes().startswith(PNG_MAGIC)
+    assert "![opbench_comparison](charts/opbench_comparison.png)" in out.read_text()
+
+
+def test_env_mismatch_needs_the_flag(tmp_path, capsys):
+    base = write(make_report([op_result("exp", samples(1.0))]), tmp_path / "a.json")
+    other = dict(ENV, numpy="1.26.0")
+    new = write(make_report([op_result("exp", samples(1.0))], env=other), tmp_path / "b.json")
+    assert main("opbench", ["compare", base, new]) == 2
+    one_error_line(capsys, "numpy", "--allow-env-mismatch")
+    assert main("opbench", ["compare", base, new, "--allow-env-mismatch"]) == 0
+    captured = capsys.readouterr()
+    assert "environments differ (numpy)" in captured.err
+    assert "## Environment differences" in captured.out and "1.26.0" in captured.out
+
+
+def test_bad_inputs_are_one_line_exit_2(pair, tmp_path, capsys):
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    rnn = write(rnn_report(), tmp_path / "rnn.json")
+    cases = [
+        (["compare", pair[0], str(tmp_path / "missing.json")], "does not exist"),
+        (["compare", pair[0], str(bad)], "is not valid JSON"),
+        (["compare", pair[0], rnn], "is a rnnbench report; use `rnnbench`"),
+        (["plot", rnn], "is a rnnbench report"),
+        (["merge", rnn], "is a rnnbench report"),
+        (["compare", pair[0]], "arguments are required"),
+        (["compare", *pair, "--fail-above", "-1"], "--fail-above"),
+        (["compare", *pair, "--threshold", "0"], "threshold"),
+        (["frobnicate"], "invalid choice"),
+    ]
+    for argv, words in cases:
+        assert main("opbench", argv) == 2, argv
+        one_error_line(capsys, "opbench: error:", words)
+
+
+def test_help_exits_0(capsys):
+    assert main("rnnbench", ["compare", "--help"]) == 0
+    assert "--fail-above" in capsys.readouterr().out
+
+
+def test_plot_command(tmp_path, capsys):
+    report = write(rnn_report(), tmp_path / "rnn.json")
+    assert main("rnnbench", ["plot", report, "-o", str(tmp_path / "charts")]) == 0
+    printed = capsys.readouterr().out.split()
+    assert printed == [str(tmp_path / "charts" / "rnnbench_runners.png")]
+    assert Path(printed[0]).read_bytes().startswith(PNG_MAGIC)
+
+
+def test_merge_command(tmp_path, capsys):
+    paths = [write(s, tmp_path / f"shard{i}.json") for i, s in enumerate(round_robin(3))]
+    out = tmp_path / "all.json"
+    assert main("opbench", ["merge", *paths, "-o", str(out)]) == 0
+    assert capsys.readouterr().err.strip() == f"wrote {out}"
+    merged = json.loads(out.read_text())
+    assert sorted(r["key"] for r in merged["results"]) == sorted(r.spec.key for r in all_results())
+    assert main("opbench", ["merge", *paths, "-o", str(out)]) == 2
+    one_error_line(capsys, "already exists")
+    assert main("opbench", ["merge", paths[0], paths[0]]) == 2
+    one_error_line(capsys, "are both shard 1/3")
+    assert main("opbench", ["merge", paths[0], paths[1]]) == 2
+    one_error_line(capsys, "shards 3/3 are missing")
+    # without -o the merged report goes to stdout
+    assert main("opbench", ["merge", *paths]) == 0
+    assert json.loads(capsys.readouterr().out)["schema"] == "benchcore-report"
+
+
+def _committed(*paths):
+    """True when every path is tracked by git: the suite's CLI has landed, not just begun."""
+    try:
+        done = subprocess.run(["git", "ls-files", "--error-unmatch", *paths], cwd=ROOT, capture_output=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return done.returncode == 0
+
+
+@pytest.mark.skipif(not _committed("rnnbench/__main__.py", "rnnbench/cli.py", "rnnbench/bench.py", "rnnbench/runners.py"),
+                    reason="the rnnbench CLI is not committed yet")
+def test_compare_real_rnnbench_sweeps(tmp_path):
+    """Two real tiny CPU sweeps of the same runner, compared through the suite's own CLI."""
+    run = [sys.executable, "-m", "rnnbench", "bench", "--group", "rnns", "--rnns", "cudnn", "--seqLength", "5", "--inputSize", "8",
+           "--hiddenSize", "8", "--miniBatch", "2", "--nloops", "5", "--warmup", "1", "--device", "cpu"]
+    for name in ("a.json", "b.json"):
+        done = subprocess.run(run + ["--output-file", str(tmp_path / name)], cwd=ROOT, capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr[-2000:]
+    out = tmp_path / "cmp.json"
+    done = subprocess.run([sys.executable, "-m", "rnnbench", "compare", str(tmp_path / "a.json"), str(tmp_path / "b.json"),
+                           "-f", "json", "-o", str(out)], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    data = json.loads(out.read_text())
+    assert [c["name"] for c in data["cases"]] == ["cudnn"]
+    assert {m["metric"] for m in data["cases"][0]["metrics"]} == {"forward", "backward"}
+    assert all(m["basis"] == "mann-whitney" for m in data["cases"][0]["metrics"])
+    assert data["cases"][0]["verdict"] in ("faster", "slower", "same", "noisy")

@@ -1,0 +1,104 @@
+"""merge: shards of one sweep join into the unsharded case list; anything else is refused."""
+
+import json
+
+import pytest
+
+from benchcore.errors import UsageError
+from benchcore.merge import merge, parse_shard
+from benchcore.report import Report
+from tests.benchcore.test_compare import ENV, make_report, op_result, samples
+
+NAMES = ["exp", "log", "sin", "cos", "tan", "dot", "sum"]
+
+
+def all_results():
+    return [op_result(name, samples(1.0 + i, n=5, seed=i)) for i, name in enumerate(NAMES)]
+
+
+def shard(index, count, results, env=None, style="text", **settings):
+    value = f"{index}/{count}" if style == "text" else {"index": index, "count": count}
+    return make_report(results, env=env, settings={"runs": 5, "warmup": 1, "shard": value, **settings})
+
+
+def round_robin(count, style="text"):
+    results = all_results()
+    return [shard(k + 1, count, results[k::count], style=style) for k in range(count)]
+
+
+@pytest.mark.parametrize("style", ["text", "dict"])
+def test_merge_equals_unsharded_case_list(style):
+    shards = round_robin(3, style)
+    merged = merge(list(reversed(shards)))  # order of the arguments does not matter
+    assert sorted(r.spec.key for r in merged.results) == sorted(r.spec.key for r in all_results())
+    assert len(merged.results) == len(NAMES)
+    assert "shard" not in merged.settings and merged.settings == {"runs": 5, "warmup": 1}
+    assert [s["shard"] for s in merged.extra["shards"]] == ["1/3", "2/3", "3/3"]
+    assert merged.extra["merge"]["missing_shards"] == []
+    # a merged report is an ordinary report: it round-trips through JSON
+    again = Report.from_dict(json.loads(merged.to_json()))
+    assert [r.spec.key for r in again.results] == [r.spec.key for r in merged.results]
+
+
+def test_each_shard_keeps_its_environment():
+    other = dict(ENV, hostname="b", cpu_model="Other CPU")
+    results = all_results()
+    merged = merge([shard(1, 2, results[:3]), shard(2, 2, results[3:], env=other)])
+    assert merged.environment == ENV
+    assert [s["environment"]["hostname"] for s in merged.extra["shards"]] == ["a", "b"]
+    assert merged.extra["merge"]["environment_differs"] == ["cpu_model"]
+
+
+def test_overlapping_shards_refused():
+    results = all_results()
+    with pytest.raises(UsageError, match="is in both a.json and b.json; shards must not overlap"):
+        merge([shard(1, 2, results[:4]), shard(2, 2, results[3:])], sources=["a.json", "b.json"])
+
+
+@pytest.mark.parametrize("change,match", [
+    (lambda r: setattr(r, "suite", "rnnbench"), "is a rnnbench report"),
+    (lambda r: r.settings.update(runs=50), r"other settings than report 1 \(runs: 5 vs 50\)"),
+    (lambda r: r.settings.update(shard="2/4"), "share N"),
+    (lambda r: r.settings.update(shard="1/3"), "are both shard 1/3"),
+    (lambda r: r.settings.pop("shard"), "no valid shard"),
+    (lambda r: r.settings.update(shard="4/3"), "no valid shard"),
+])
+def test_inconsistent_shards_refused(change, match):
+    shards = round_robin(3)
+    change(shards[1])
+    with pytest.raises(UsageError, match=match) as info:
+        merge(shards)
+    assert "\n" not in str(info.value)
+
+
+def test_missing_shard_refused_unless_partial():
+    shards = round_robin(3)
+    with pytest.raises(UsageError, match="shards 2/3 are missing.*--allow-partial"):
+        merge([shards[0], shards[2]])
+    merged = merge([shards[0], shards[2]], allow_partial=True)
+    assert merged.extra["merge"]["missing_shards"] == [2]
+
+
+def test_extras_kept_once_when_equal_else_per_shard():
+    shards = round_robin(2)
+    for s in shards:
+        s.extra["no_benchmark"] = ["Custom"]
+    shards[0].extra["note"] = "first"
+    shards[1].extra["note"] = "second"
+    merged = merge(shards)
+    assert merged.extra["no_benchmark"] == ["Custom"]
+    assert "note" not in merged.extra
+    assert [s["extra"]["note"] for s in merged.extra["shards"]] == ["first", "second"]
+
+
+def test_nothing_to_merge():
+    with pytest.raises(UsageError, match="nothing to merge"):
+        merge([])
+
+
+def test_parse_shard_forms():
+    assert str(parse_shard("2/5")) == "2/5"
+    assert parse_shard({"index": 1, "count": 1}).count == 1
+    for bad in ("0/3", "a/b", "3", None, {"index": 2}):
+        with pytest.raises(UsageError):
+            parse_shard(bad)
