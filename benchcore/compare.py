@@ -5,7 +5,9 @@ threshold, 5% by default) and real (a Mann–Whitney U test on the raw samples r
 distribution" at `alpha`). This is the rule asv and Google Benchmark use: a threshold alone
 flags noise as regressions, a test alone flags 0.1% shifts that nobody cares about. A large
 change that the test cannot confirm is `noisy`, never `slower`: a CI gate must not fail on
-scheduler jitter.
+scheduler jitter. A small change is `same` only when the samples are tight enough to say so:
+when the ratio bounds from the two medians' 95% confidence intervals reach past the threshold
+on both sides, the samples could hide a real change either way, and the verdict is `noisy`.
 
 Reports written by opperf's native engine hold only averages (no samples); their cases are
 compared on the threshold alone, and every such verdict says so (`basis: threshold-only`).
@@ -451,10 +453,12 @@ def compare_timings(metric: str, base: Timing, new: Timing, threshold: float, al
     """The verdict rule for one timed quantity; see the module docstring."""
     if base.has_samples and new.has_samples:
         return _compare_samples(metric, base, new, threshold, alpha)
-    # Without samples on both sides, compare like with like: averages (opperf's statistic).
-    b = base.mean_ms if base.mean_ms is not None else base.center_ms
-    n = new.mean_ms if new.mean_ms is not None else new.center_ms
-    result = MetricComparison(metric, b, n, None, "noisy", "threshold-only", "mean",
+    # Without samples on both sides, compare like with like: medians when both have one,
+    # else averages (opperf's statistic).
+    statistic = "median" if base.median_ms is not None and new.median_ms is not None else "mean"
+    b = base.median_ms if statistic == "median" else (base.mean_ms if base.mean_ms is not None else base.center_ms)
+    n = new.median_ms if statistic == "median" else (new.mean_ms if new.mean_ms is not None else new.center_ms)
+    result = MetricComparison(metric, b, n, None, "noisy", "threshold-only", statistic,
                               n_base=len(base.samples_ms or ()) or None, n_new=len(new.samples_ms or ()) or None)
     if b is None or n is None or b <= 0 or n <= 0:
         result.reason = "no raw samples, and a zero or missing average; nothing to compare"
@@ -463,6 +467,13 @@ def compare_timings(metric: str, base: Timing, new: Timing, threshold: float, al
     result.verdict = {1: "slower", -1: "faster", 0: "same"}[_beyond(result.ratio, threshold)]
     result.reason = "no raw samples; verdict from the threshold alone"
     return result
+
+
+def _spans_both_ways(result: MetricComparison, threshold: float) -> bool:
+    """The ratio bounds reach past the threshold on both sides: "same" would be a guess."""
+    if result.ratio_low is None or result.ratio_high is None:
+        return False
+    return _beyond(result.ratio_low, threshold) < 0 and _beyond(result.ratio_high, threshold) > 0
 
 
 def _compare_samples(metric: str, base: Timing, new: Timing, threshold: float, alpha: float) -> MetricComparison:
@@ -483,7 +494,10 @@ def _compare_samples(metric: str, base: Timing, new: Timing, threshold: float, a
     result.p_value, result.test_method = test.p_value, test.method
     direction = _beyond(result.ratio, threshold)
     change = f"{(result.ratio - 1) * 100:+.1f}%"
-    if direction == 0:
+    if direction == 0 and _spans_both_ways(result, threshold):
+        result.reason = (f"change {change}, but the medians' confidence intervals allow anything from "
+                         f"{(result.ratio_low - 1) * 100:+.0f}% to {(result.ratio_high - 1) * 100:+.0f}%; samples too spread")
+    elif direction == 0:
         result.verdict = "same"
         result.reason = f"change {change} within ±{threshold * 100:g}%"
     elif test.p_value < alpha:
@@ -537,8 +551,21 @@ def environment_differences(base: Report, new: Report) -> List[dict]:
 # --------------------------------------------------------------------------- Markdown
 
 
-def _fmt(value: Optional[float], spec: str = ".4g") -> str:
-    return "---" if value is None else format(value, spec)
+def _fmt(value: Optional[float], spec: Optional[str] = None) -> str:
+    """Times keep 4 significant digits with trailing zeros (1.000, 0.01230), whole ms past 1000."""
+    if value is None:
+        return "---"
+    if spec is None:
+        spec = ".0f" if abs(value) >= 1000 else "#.4g"
+    return format(value, spec)
+
+
+def _env_value(value) -> str:
+    if value is None:
+        return "---"
+    if isinstance(value, list):
+        return ", ".join(str(v) for v in value) or "(none)"
+    return str(value)
 
 
 def _change(ratio: Optional[float]) -> str:
@@ -562,8 +589,8 @@ def format_markdown(comparison: Comparison, chart_links: str = "") -> str:
         out += ["## Environment differences", ""]
         if c.env_mismatch_allowed:
             out += ["Compared anyway (--allow-env-mismatch): timings may differ for these reasons.", ""]
-        rows = [[d["key"], d["base"], d["new"]] for d in c.env_differences]
-        out += [tabulate(rows, ["Key", "Base", "New"], tablefmt="github"), ""]
+        rows = [[d["key"], _env_value(d["base"]), _env_value(d["new"])] for d in c.env_differences]
+        out += [tabulate(rows, ["Key", "Base", "New"], tablefmt="github", disable_numparse=True), ""]
     out += ["## Summary", ""]
     rows = [[s.category, s.cases, _fmt(s.geomean_ratio), _change(s.geomean_ratio)]
             + [s.counts[v] for v in VERDICTS] for s in c.summary]
@@ -583,10 +610,12 @@ def format_markdown(comparison: Comparison, chart_links: str = "") -> str:
     for title, items in (("Only in base", c.only_in_base), ("Only in new", c.only_in_new)):
         if items:
             out += [f"## {title} ({len(items)})", ""]
-            out += [tabulate([[i["label"], i["status"]] for i in items], ["Case", "Status"], tablefmt="github"), ""]
+            out += [tabulate([[i["label"], i["status"]] for i in items], ["Case", "Status"], tablefmt="github",
+                             disable_numparse=True), ""]
     if c.unmeasured:
         out += [f"## Not measured on both sides ({len(c.unmeasured)})", ""]
-        out += [tabulate([[i["label"], i["reason"]] for i in c.unmeasured], ["Case", "Why"], tablefmt="github"), ""]
+        out += [tabulate([[i["label"], i["reason"]] for i in c.unmeasured], ["Case", "Why"], tablefmt="github",
+                         disable_numparse=True), ""]
     if chart_links:
         out += [chart_links.rstrip(), ""]
     return "\n".join(out)

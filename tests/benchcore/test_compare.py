@@ -141,6 +141,25 @@ def test_small_significant_change_is_same():
     assert m.p_value < 1e-6 and m.verdict == "same"
 
 
+def test_spread_too_wide_to_call_same_is_noisy():
+    # medians within 5%, but each side's IQR is ~40%: the data cannot exclude a 10% change
+    spread = samples(1.0, n=12, noise=0.3, seed=10)
+    base = make_report([op_result("exp", spread)])
+    new = make_report([op_result("exp", [v * 1.02 for v in spread])])
+    m = compare(base, new).cases[0].metrics[0]
+    assert m.ratio == pytest.approx(1.02)
+    assert m.verdict == "noisy" and "too spread" in m.reason
+
+
+def test_summaries_without_samples_compare_medians():
+    def summary(median, mean):
+        return CaseResult(CaseSpec("opbench", "exp", {"op": "exp"}), "ok",
+                          {"forward": {"median_ms": median, "mean_ms": mean}})
+
+    m = compare(make_report([summary(1.0, 5.0)]), make_report([summary(1.5, 5.0)])).cases[0].metrics[0]
+    assert (m.statistic, m.ratio, m.verdict, m.basis) == ("median", 1.5, "slower", "threshold-only")
+
+
 def test_backward_regression_makes_case_slower():
     base = make_report([op_result("exp", samples(1.0, seed=1), samples(2.0, seed=2))])
     new = make_report([op_result("exp", samples(1.0, seed=3), samples(3.0, seed=4))])
