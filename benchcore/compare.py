@@ -210,19 +210,31 @@ def case_category(result: CaseResult) -> str:
     return "all"
 
 
-def case_label(result: CaseResult, max_len: int = 60) -> str:
-    """Short human label: name plus the inputs that tell same-named cases apart."""
-    params = result.spec.params
-    if "inputs" in params:
-        detail = params["inputs"]
-    else:
-        detail = {k: v for k, v in params.items() if k not in ("op", "category", "group")}
-    text = json.dumps(detail, sort_keys=True, separators=(",", ":")) if detail else ""
-    if "variant" in params and "inputs" in params and params["variant"] not in (None, ""):
-        text = f"{params['variant']} {text}"
-    if len(text) > max_len:
-        text = text[: max_len - 1] + "…"
-    return f"{result.spec.name} {text}".strip()
+def case_labels(results: Sequence[CaseResult], max_len: int = 60) -> Dict[str, str]:
+    """Labels by case key: the name alone when unique, else the name plus only the params that
+    differ between same-named cases (a runner's sizes, an operator's input shapes).
+
+    Fixed settings repeated on every row (device, fuser, seed) only push the numbers off screen.
+    """
+    groups: Dict[str, List[CaseResult]] = {}
+    for r in results:
+        groups.setdefault(r.spec.name, []).append(r)
+    labels: Dict[str, str] = {}
+    for name, group in groups.items():
+        keys = sorted({k for r in group for k in r.spec.params})
+        differing = [k for k in keys if len({_compact(r.spec.params.get(k)) for r in group}) > 1]
+        for r in group:
+            parts = [_compact(r.spec.params.get(k)) if k == "inputs" else f"{k}={_compact(r.spec.params.get(k))}"
+                     for k in differing]
+            text = " ".join(parts)
+            if len(text) > max_len:
+                text = text[: max_len - 1] + "…"
+            labels[r.spec.key] = f"{name} {text}".strip()
+    return labels
+
+
+def _compact(value) -> str:
+    return value if isinstance(value, str) else json.dumps(value, sort_keys=True, separators=(",", ":"))
 
 
 # --------------------------------------------------------------------------- comparison model
@@ -380,17 +392,18 @@ def compare(
                         env_mismatch_allowed=allow_env_mismatch)
     base_cases = _by_key(base, "base")
     new_cases = _by_key(new, "new")
+    labels = case_labels(list(base_cases.values()) + [n for k, n in new_cases.items() if k not in base_cases])
     for key, b in base_cases.items():
         n = new_cases.get(key)
         if n is None:
-            result.only_in_base.append(_brief(b))
+            result.only_in_base.append(_brief(b, labels[key]))
             continue
-        case, missing = _compare_case(b, n, threshold, alpha)
+        case, missing = _compare_case(b, n, threshold, alpha, labels[key])
         if case is not None:
             result.cases.append(case)
         else:
             result.unmeasured.append(missing)
-    result.only_in_new = [_brief(n) for k, n in new_cases.items() if k not in base_cases]
+    result.only_in_new = [_brief(n, labels[k]) for k, n in new_cases.items() if k not in base_cases]
     return result
 
 
@@ -403,13 +416,13 @@ def _by_key(report: Report, which: str) -> Dict[str, CaseResult]:
     return cases
 
 
-def _brief(result: CaseResult) -> dict:
-    return {"key": result.spec.key, "name": result.spec.name, "label": case_label(result), "status": result.status}
+def _brief(result: CaseResult, label: str) -> dict:
+    return {"key": result.spec.key, "name": result.spec.name, "label": label, "status": result.status}
 
 
-def _compare_case(base: CaseResult, new: CaseResult, threshold: float, alpha: float):
+def _compare_case(base: CaseResult, new: CaseResult, threshold: float, alpha: float, label: str):
     """(CaseComparison, None) when both sides have a common timing, else (None, reason dict)."""
-    brief = {"key": base.spec.key, "name": base.spec.name, "label": case_label(base),
+    brief = {"key": base.spec.key, "name": base.spec.name, "label": label,
              "base_status": base.status, "new_status": new.status}
     if not (base.ok and new.ok):
         bad = [f"{side}: {r.status}" + (f" ({_one_line(r.error)})" if r.error else "")
@@ -425,7 +438,7 @@ def _compare_case(base: CaseResult, new: CaseResult, threshold: float, alpha: fl
     new_total = sum(m.new_ms for m in metrics if m.new_ms is not None)
     ratio = new_total / base_total if base_total > 0 and all(m.ratio is not None for m in metrics) else None
     basis = "mann-whitney" if all(m.basis == "mann-whitney" for m in metrics) else "threshold-only"
-    case = CaseComparison(base.spec.key, base.spec.name, case_label(base), case_category(base),
+    case = CaseComparison(base.spec.key, base.spec.name, label, case_category(base),
                           dict(base.spec.params), metrics, verdict, ratio, basis)
     return case, None
 

@@ -16,7 +16,7 @@ import tempfile
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
-from .compare import VERDICTS, Comparison, case_category, case_label, case_timings
+from .compare import VERDICTS, Comparison, case_category, case_labels, case_timings
 from .errors import UsageError
 from .report import CaseResult, Report
 
@@ -69,11 +69,8 @@ def _out_dir(out_dir) -> Path:
 
 
 def _labels(results: Sequence[CaseResult]) -> Dict[str, str]:
-    """Case name alone when unique in the report, else name plus its distinguishing inputs."""
-    counts: Dict[str, int] = {}
-    for r in results:
-        counts[r.spec.name] = counts.get(r.spec.name, 0) + 1
-    return {r.spec.key: r.spec.name if counts[r.spec.name] == 1 else case_label(r, 40) for r in results}
+    """Case name alone when unique in the report, else name plus its distinguishing params."""
+    return case_labels(results, max_len=40)
 
 
 def _timed(report: Report) -> List[tuple]:

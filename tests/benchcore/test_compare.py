@@ -300,3 +300,11 @@ def test_markdown_and_json_views():
     assert {c["name"]: c["verdict"] for c in data["cases"]} == {"exp": "slower", "log": "same"}
     assert data["summary"][-1]["category"] == "overall"
     assert data["only_in_base"][0]["name"] == "sin"
+
+
+def test_labels_show_only_what_tells_cases_apart():
+    base = make_report([op_result("exp", samples(1.0), inputs={"data": [10, 10]}),
+                        op_result("exp", samples(1.0), inputs={"data": [100, 100]}),
+                        op_result("log", samples(1.0))])
+    labels = sorted(c.label for c in compare(base, base).cases)
+    assert labels == sorted(['exp {"data":[10,10]}', 'exp {"data":[100,100]}', "log"])
