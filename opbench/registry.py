@@ -1,0 +1,162 @@
+"""What MXNet can run: every registered operator, with opperf's selection and the reason for it.
+
+The registry is the single source of truth for which operators exist. opperf silently drops
+operators it does not want; here every registered operator stays visible with the reason it
+was filtered, so `--list --all` can show the whole picture and nothing vanishes unexplained.
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Dict, List, Optional, Tuple
+
+# Deprecated aliases opperf leaves out, each mapped to the operator it duplicates, so the
+# reason shown to users names what to benchmark instead.
+DEPRECATED_ALIASES: Dict[str, str] = {
+    "normal": "random_normal",
+    "uniform": "random_uniform",
+    "Flatten": "flatten",
+    "contrib_CTCLoss": "ctc_loss",
+    "Pad": "pad",
+    "Cast": "cast",
+    "Pooling_v1": "Pooling",
+    "Concat": "concat",
+    "Reshape": "reshape",
+    "Convolution_v1": "Convolution",
+    "SliceChannel": "split",
+    "Crop": "slice",
+    "crop": "slice",
+    "onehot_encode": "one_hot",
+    "batch_take": "pick",
+}
+
+# Operators whose backward opperf never times; we keep that choice (so results stay
+# comparable) but say why instead of silently reporting no backward time.
+BACKWARD_OFF: Dict[str, str] = {
+    "gather_nd": "backward off as in opperf: gradient is a scatter-add into data, not gather_nd's kernel",
+    "softmax_cross_entropy": "backward off as in opperf: loss operator benchmarked forward only",
+    "linalg_gelqf": "backward off as in opperf: LQ backward needs well-posed full-rank inputs per batch",
+    "linalg_slogdet": "backward off as in opperf: gradient of the sign output is undefined",
+    "moments": "backward off as in opperf: two outputs (mean, var) with no single head gradient",
+    "SequenceLast": "backward off as in opperf: gradient scatters into a mostly-zero tensor",
+    "Embedding": "backward off as in opperf: indices input is not differentiable, weight grad is a scatter",
+}
+
+
+@dataclass(frozen=True)
+class OperatorInfo:
+    """One registered MXNet operator as the registry describes it.
+
+    has_backward follows opperf's definition (a `_backward_<name>` operator is registered), so
+    the count matches its figures; `backward_off` says why backward is nevertheless not timed.
+    """
+
+    name: str
+    arg_names: Tuple[str, ...]
+    arg_types: Tuple[str, ...]
+    narg: int
+    has_backward: bool
+    selected: bool
+    reason: Optional[str] = None
+    backward_off: Optional[str] = None
+
+    @property
+    def runs_backward(self) -> bool:
+        """Whether a backward pass is timed for this operator."""
+        return self.has_backward and self.backward_off is None
+
+    def arg_type(self, arg: str) -> Optional[str]:
+        try:
+            return self.arg_types[self.arg_names.index(arg)]
+        except ValueError:
+            return None
+
+    def is_tensor_arg(self, arg: str) -> bool:
+        """True for NDArray inputs (single or variadic), false for scalar/tuple parameters."""
+        kind = self.arg_type(arg) or ""
+        return kind.startswith("NDArray")
+
+    def is_list_arg(self, arg: str) -> bool:
+        """True for a variadic input (`NDArray-or-Symbol[]`), passed positionally as *args."""
+        return (self.arg_type(arg) or "").startswith("NDArray") and "[]" in (self.arg_type(arg) or "")
+
+    def is_required(self, arg: str) -> bool:
+        kind = self.arg_type(arg) or ""
+        return "required" in kind
+
+    @property
+    def tensor_args(self) -> Tuple[str, ...]:
+        return tuple(a for a in self.arg_names if self.is_tensor_arg(a))
+
+
+def filter_reason(name: str) -> Optional[str]:
+    """Why opperf leaves `name` out, or None when it is benchmarked."""
+    if name.startswith("_backward_"):
+        return "backward operator (_backward_ prefix): timed through its forward operator"
+    if name.startswith("_contrib_"):
+        return "contrib operator (_contrib_ prefix)"
+    if name.startswith("_"):
+        return "internal operator (underscore prefix)"
+    if name in DEPRECATED_ALIASES:
+        return f"deprecated alias of {DEPRECATED_ALIASES[name]}"
+    return None
+
+
+@lru_cache(maxsize=1)
+def _scan() -> Tuple[OperatorInfo, ...]:
+    import mxnet as mx  # lazy: importing opbench must not load MXNet
+
+    names = sorted(mx.operator.get_all_registered_operators())
+    registered = set(names)
+    infos = []
+    for name in names:
+        args = mx.operator.get_operator_arguments(name)
+        reason = filter_reason(name)
+        infos.append(
+            OperatorInfo(
+                name=name,
+                arg_names=tuple(args.names),
+                arg_types=tuple(args.types),
+                narg=int(args.narg),
+                has_backward=f"_backward_{name}" in registered,
+                selected=reason is None,
+                reason=reason,
+                backward_off=BACKWARD_OFF.get(name),
+            )
+        )
+    return tuple(infos)
+
+
+def scan() -> List[OperatorInfo]:
+    """Every registered operator, sorted by name (cached: the registry never changes in-process)."""
+    return list(_scan())
+
+
+@lru_cache(maxsize=1)
+def _by_name() -> Dict[str, OperatorInfo]:
+    return {info.name: info for info in _scan()}
+
+
+def get(name: str) -> Optional[OperatorInfo]:
+    """The registry entry for `name`, or None when MXNet has no such operator."""
+    return _by_name().get(name)
+
+
+def selected_names() -> List[str]:
+    """The operators opperf's filter keeps (256 on mxnet 1.9.1), sorted."""
+    return [info.name for info in _scan() if info.selected]
+
+
+def all_names() -> List[str]:
+    return [info.name for info in _scan()]
+
+
+def suggest(name: str, limit: int = 3) -> List[str]:
+    """Close registered names for a misspelt operator, selected ones first."""
+    selected = difflib.get_close_matches(name, selected_names(), n=limit, cutoff=0.6)
+    if len(selected) >= limit:
+        return selected
+    rest = difflib.get_close_matches(name, all_names(), n=limit, cutoff=0.6)
+    return (selected + [r for r in rest if r not in selected])[:limit]
