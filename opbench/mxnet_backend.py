@@ -1,0 +1,342 @@
+"""The worker-side executor: one opbench CaseSpec → the metrics of that case.
+
+`execute(spec, options)` is what benchcore.isolation calls in the worker process
+(`executor="opbench.mxnet_backend:execute"`). options:
+`{"settings": RunSettings dict, "profiler": "native" | "python", "threads": n | None}`.
+
+Engines
+- python: benchcore's run_workload with a perf_counter timer around each call, bracketed by
+  `mx.nd.waitall()` → a full Measurement for forward and backward.
+- native: the warmup runs untimed by the profiler, then the same loop runs with MXNet's
+  profiler on and one aggregate dump per timed call (benchcore.profilers.mxnet), which gives
+  the operator's own forward/backward kernel times, and the case's peak storage memory. The
+  loop is still timed with perf_counter, so a native result carries a Measurement too and
+  `compare` works on it.
+
+Peak memory (native) is the profiler's storage counter: bytes of storage allocated while the
+measured runs execute (outputs, workspace, gradients), above the counter's value when they
+started, so it is that case's own figure and does not accumulate across the cases a worker
+runs. Inputs exist before and are reported separately as `input_bytes`. The profiler stays on
+until every array the runs made is freed, which keeps its counter balanced from one case to
+the next. (MXNet 1.9.1 on CPU has no other memory API: `mx.context.gpu_memory_info` is
+GPU-only and reports the whole device, other processes included.)
+
+Every metric this module cannot measure is null, with the reason in `missing`.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional
+
+from benchcore.case import CaseSpec, Workload
+from benchcore.errors import SkipCase, UsageError
+from benchcore.runner import RunSettings, run_workload
+from benchcore.stats import Measurement
+from benchcore.timers import PerfCounterTimer
+
+ENGINES = ("native", "python")
+
+#: Test-only hook: when this environment variable names the case's operator, the worker kills
+#: itself with SIGKILL in the middle of the case, so tests can check that a sweep survives a
+#: crashing worker. Never set outside tests.
+CRASH_HOOK_ENV = "OPBENCH_TEST_CRASH_OP"
+
+_CTX_RE = re.compile(r"^(cpu|gpu|cpu_pinned)\((\d+)\)$")
+
+
+def parse_ctx(text: str):
+    """"cpu(0)" / "gpu(1)" → mx.Context."""
+    import mxnet as mx
+
+    match = _CTX_RE.match(str(text).strip())
+    if not match:
+        raise UsageError(f"context {text!r} is not cpu(N) or gpu(N)")
+    return mx.Context(match.group(1), int(match.group(2)))
+
+
+def _sync() -> None:
+    import mxnet as mx
+
+    mx.nd.waitall()
+
+
+def _outputs(result) -> List[Any]:
+    import mxnet as mx
+
+    items = result if isinstance(result, (list, tuple)) else [result]
+    return [item for item in items if isinstance(item, mx.nd.NDArray)]
+
+
+def _nbytes(array) -> int:
+    import numpy as np
+
+    return int(array.size) * np.dtype(array.dtype).itemsize
+
+
+def _arrays(value) -> List[Any]:
+    import mxnet as mx
+
+    if isinstance(value, mx.nd.NDArray):
+        return [value]
+    if isinstance(value, (list, tuple)):
+        return [a for item in value for a in _arrays(item)]
+    if isinstance(value, dict):
+        return [a for item in value.values() for a in _arrays(item)]
+    return []
+
+
+@dataclass
+class PhaseMarker:
+    """Set by the workload's forward/backward so a timer knows which phase it just timed."""
+
+    phase: str = ""
+
+    def marking(self, phase: str, fn):
+        def marked(*args):
+            self.phase = phase
+            return fn(*args)
+        return marked
+
+
+def build_workload(materialized, with_backward: bool, device: str = "cpu") -> Workload:
+    """The operator as a Workload: forward records under autograd when backward will run.
+
+    backward_setup draws head gradients of ones (untimed); backward runs autograd from every
+    output. Gradients are written, not accumulated (grad_req 'write'), so no zeroing is needed.
+    """
+    import mxnet as mx
+
+    if not with_backward:
+        return Workload(forward=materialized.call, sync=_sync, device=device)
+
+    def forward():
+        with mx.autograd.record():
+            return materialized.call()
+
+    def backward_setup(output):
+        heads = _outputs(output)
+        return heads, [(mx.np.ones_like if isinstance(h, mx.np.ndarray) else mx.nd.ones_like)(h) for h in heads]
+
+    def backward(prepared):
+        heads, head_grads = prepared
+        mx.autograd.backward(heads, head_grads)
+
+    return Workload(forward=forward, sync=_sync, backward_setup=backward_setup, backward=backward,
+                    device=device)
+
+
+# ---------------------------------------------------------------------------------------------
+# Engines
+
+
+def run_python(workload: Workload, settings: RunSettings) -> dict:
+    outcome = run_workload(workload, settings, PerfCounterTimer(_sync))
+    metrics = outcome.to_dict()
+    metrics["profiler"] = None
+    return metrics
+
+
+class ProfilingTimer:
+    """perf_counter timing plus one profiler dump per timed call, filed under its phase.
+
+    Anything queued before the call is finished and dumped first (sync, then dump), so a
+    call's dump holds exactly the work of that call.
+    """
+
+    name = "perf_counter+mxnet-profiler"
+
+    def __init__(self, profiler, marker: PhaseMarker):
+        from benchcore.profilers.mxnet import PhaseStats
+
+        self.inner = PerfCounterTimer(_sync)
+        self.profiler = profiler
+        self.marker = marker
+        self.phases: Dict[str, PhaseStats] = {"forward": PhaseStats(), "backward": PhaseStats()}
+        self.other_dumps: list = []
+
+    def time(self, fn):
+        _sync()
+        self.other_dumps.append(self.profiler.dump())
+        self.marker.phase = ""
+        result, ms = self.inner.time(fn)
+        dump = self.profiler.dump()
+        phase = self.phases.get(self.marker.phase)
+        (phase.dumps if phase is not None else self.other_dumps).append(dump)
+        return result, ms
+
+    def all_dumps(self):
+        return self.other_dumps + self.phases["forward"].dumps + self.phases["backward"].dumps
+
+
+def run_native(workload: Workload, settings: RunSettings, op: str, ctx) -> dict:
+    """Warmup without the profiler, then the measured runs with it (see the module docstring)."""
+    from benchcore.profilers.mxnet import MXNetProfiler, device_key, peak_bytes, summarize_phase
+
+    profiler = MXNetProfiler()
+    warm_total = 0.0
+    if settings.warmup:
+        warm = RunSettings(warmup=0, runs=settings.warmup, run_backward=settings.run_backward)
+        warm_total = run_workload(workload, warm, PerfCounterTimer(_sync)).timed_total_ms
+    marker = PhaseMarker()
+    marked = Workload(forward=marker.marking("forward", workload.forward), sync=workload.sync,
+                      backward_setup=workload.backward_setup,
+                      backward=marker.marking("backward", workload.backward) if workload.backward else None,
+                      zero_grad=workload.zero_grad, device=workload.device)
+    measured = RunSettings(**{**settings.to_dict(), "warmup": 0})
+    timer = ProfilingTimer(profiler, marker)
+    profiler.start()
+    try:
+        baseline = profiler.baseline_bytes(ctx, _sync)
+        outcome = run_workload(marked, measured, timer)
+        _sync()  # the runs' last arrays are freed by now: let the counter see it
+        timer.other_dumps.append(profiler.dump())
+    finally:
+        profiler.stop()
+
+    metrics = outcome.to_dict()
+    metrics["warmup"] = settings.warmup
+    metrics["timed_total_ms"] = outcome.timed_total_ms + warm_total
+    missing: Dict[str, str] = {}
+    forward, reason = summarize_phase(timer.phases["forward"], op)
+    if forward is None:
+        missing["profiler.forward"] = reason
+    if outcome.backward is not None:
+        backward, reason = summarize_phase(timer.phases["backward"], None)
+        if backward is None:
+            missing["profiler.backward"] = reason
+    else:
+        backward = None
+        missing["profiler.backward"] = "backward not run for this case"
+    device = device_key(ctx)
+    peak, reason = peak_bytes(timer.all_dumps(), device, baseline)
+    if peak is None:
+        missing["profiler.peak_bytes"] = reason
+    metrics["profiler"] = {
+        "engine": "mxnet-native",
+        "forward": forward,
+        "backward": backward,
+        "peak_bytes": peak,
+        "baseline_bytes": baseline,
+        "device": device,
+        "dump_format": profiler.dump_format,
+        "missing": missing,
+    }
+    return metrics
+
+
+# ---------------------------------------------------------------------------------------------
+# opperf's entry keys
+
+
+def opperf_entry_keys(op: str, engine: str, device: str) -> List[str]:
+    if engine == "native":
+        return [f"avg_time_forward_{op}", f"avg_time_backward_{op}", f"max_storage_mem_alloc_{device}"]
+    return [f"avg_time_{op}", f"p50_time_{op}", f"p90_time_{op}", f"p99_time_{op}"]
+
+
+def add_opperf_keys(metrics: dict, op: str, engine: str, device: str, backward_reason: Optional[str]) -> None:
+    """opperf's keys (ms, bytes), with opperf's meaning, kept next to the full statistics.
+
+    python: avg/p50/p90/p99 of one whole iteration (forward plus backward when it ran), as
+    opperf's python profiler timed them. native: the profiler's forward and backward averages
+    and the peak storage bytes.
+    """
+    missing = metrics.setdefault("missing", {})
+    profiler = metrics.get("profiler") or {}
+    if engine == "native":
+        forward = profiler.get("forward")
+        backward = profiler.get("backward")
+        metrics[f"avg_time_forward_{op}"] = forward["Avg_ms"] if forward else None
+        if forward is None:
+            missing[f"avg_time_forward_{op}"] = profiler.get("missing", {}).get("profiler.forward", "not measured")
+        metrics[f"avg_time_backward_{op}"] = backward["Avg_ms"] if backward else None
+        if backward is None:
+            missing[f"avg_time_backward_{op}"] = backward_reason or profiler.get("missing", {}).get(
+                "profiler.backward", "not measured")
+        key = f"max_storage_mem_alloc_{device}"
+        metrics[key] = profiler.get("peak_bytes")
+        if metrics[key] is None:
+            missing[key] = profiler.get("missing", {}).get("profiler.peak_bytes", "not measured")
+    else:
+        samples = list(metrics["forward"]["samples_ms"])
+        if metrics.get("backward"):
+            samples = [f + b for f, b in zip(samples, metrics["backward"]["samples_ms"])]
+        whole = Measurement(samples)
+        metrics[f"avg_time_{op}"] = whole.mean
+        metrics[f"p50_time_{op}"] = whole.percentile(50)
+        metrics[f"p90_time_{op}"] = whole.percentile(90)
+        metrics[f"p99_time_{op}"] = whole.percentile(99)
+        missing["peak_bytes"] = "the python engine does not measure memory; use --profiler native"
+    metrics["opperf_keys"] = ["inputs"] + opperf_entry_keys(op, engine, device)
+
+
+# ---------------------------------------------------------------------------------------------
+# The executor
+
+
+def _maybe_crash(spec: CaseSpec) -> None:
+    """The test-only crash hook (CRASH_HOOK_ENV)."""
+    target = os.environ.get(CRASH_HOOK_ENV)
+    if target and target == spec.params.get("op", spec.name):
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _backward_decision(spec: CaseSpec, settings: RunSettings) -> Optional[str]:
+    """None when backward runs, else why not."""
+    if not settings.run_backward:
+        return "backward not requested"
+    if not spec.params.get("run_backward", False):
+        return spec.params.get("no_backward_reason") or "backward not run for this operator"
+    return None
+
+
+def execute(spec: CaseSpec, options: dict) -> dict:
+    """Run one case with the engine in options["profiler"]; return its JSON metrics."""
+    engine = options.get("profiler") or "native"
+    if engine not in ENGINES:
+        raise UsageError(f"unknown profiler {engine!r}; choose native or python")
+    settings = RunSettings.from_dict(options.get("settings") or {})
+    from opbench.cases import describe_inputs, materialize
+
+    op = spec.params.get("op", spec.name)
+    ctx_text = spec.params.get("ctx", "cpu(0)")
+    ctx = parse_ctx(ctx_text)
+    if ctx.device_type == "gpu":
+        import mxnet as mx
+
+        if mx.context.num_gpus() <= ctx.device_id:
+            raise SkipCase(f"{ctx_text} is not available here (MXNet sees {mx.context.num_gpus()} GPUs)")
+    materialized = materialize(spec, ctx=ctx)
+    backward_reason = _backward_decision(spec, settings)
+    workload = build_workload(materialized, backward_reason is None, device=ctx.device_type)
+    _maybe_crash(spec)
+    metrics = measure(workload, settings, engine, op, ctx, backward_reason)
+    metrics["inputs"] = describe_inputs(spec)
+    metrics["input_bytes"] = sum(_nbytes(a) for a in _arrays(materialized.args) + _arrays(materialized.kwargs))
+    metrics["threads"] = options.get("threads")
+    return metrics
+
+
+def measure(workload: Workload, settings: RunSettings, engine: str, op: str, ctx,
+            backward_reason: Optional[str] = None) -> dict:
+    """Time a ready Workload with one engine; the metrics with opperf's keys added.
+
+    backward_reason: None when the workload's backward is to be timed, else why not.
+    """
+    run_settings = RunSettings(**{**settings.to_dict(), "run_backward": backward_reason is None})
+    if engine == "python":
+        metrics = run_python(workload, run_settings)
+    else:
+        metrics = run_native(workload, run_settings, op, ctx)
+    device = f"{ctx.device_type}/{ctx.device_id}"
+    metrics["engine"] = engine
+    metrics["op"] = op
+    metrics["missing"] = {}
+    if backward_reason:
+        metrics["missing"]["backward"] = backward_reason
+    add_opperf_keys(metrics, op, engine, device, backward_reason)
+    return metrics

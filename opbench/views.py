@@ -1,0 +1,151 @@
+"""Views of an opbench Report: opperf's JSON shape and the Markdown report.
+
+The JSON Report (benchcore.report) is the source of truth; everything here is derived from a
+loaded Report, so a report on disk can be re-rendered at any time (`opperf_view(Report.load(p))`).
+
+Markdown columns beyond opperf's: "Median (ms)" and "IQR (ms)" of the same quantity as the
+table's average: for the native engine the profiler's per-call forward time, for the python
+engine one whole iteration (forward plus backward when it ran), as opperf's python average.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Dict, List, Optional
+
+from benchcore.report import CaseResult, Report
+from benchcore.stats import Measurement
+
+MISSING = "---"
+
+NATIVE_HEADERS = ["Operator", "Inputs", "Max Mem Usage (Storage) (Bytes)", "Avg Forward Time (ms)",
+                  "Avg. Backward Time (ms)", "Median (ms)", "IQR (ms)"]
+PYTHON_HEADERS = ["Operator", "Avg Time (ms)", "P50 Time (ms)", "P90 Time (ms)", "P99 Time (ms)", "Inputs",
+                  "Median (ms)", "IQR (ms)"]
+
+
+def _op(result: CaseResult) -> str:
+    return result.spec.params.get("op", result.spec.name)
+
+
+def _sorted(results: List[CaseResult]) -> List[CaseResult]:
+    return sorted(results, key=lambda r: (_op(r), r.spec.key))
+
+
+def opperf_entry(result: CaseResult) -> dict:
+    """One case as opperf's entry: `inputs` plus the engine's keys (ms / bytes)."""
+    metrics = result.metrics or {}
+    keys = metrics.get("opperf_keys") or ["inputs"]
+    entry = {key: metrics.get(key) for key in keys}
+    if entry.get("inputs") is None:
+        entry["inputs"] = result.spec.params.get("inputs")
+    return entry
+
+
+def opperf_view(report: Report, include_failed: bool = False) -> Dict[str, List[dict]]:
+    """{op: [one entry per input combination]} sorted by op, like opperf's JSON output.
+
+    Unlike opperf, every input combination keeps its own entry (never merged by op name).
+    Failed cases are left out unless include_failed, which adds them with status and error.
+    """
+    view: Dict[str, List[dict]] = {}
+    for result in _sorted(report.results):
+        if result.status == "ok":
+            view.setdefault(_op(result), []).append(opperf_entry(result))
+        elif include_failed:
+            view.setdefault(_op(result), []).append(
+                {"inputs": result.spec.params.get("inputs"), "status": result.status, "error": result.error})
+    return dict(sorted(view.items()))
+
+
+def _fmt(value, digits: int = 4) -> str:
+    if value is None:
+        return MISSING
+    if isinstance(value, bool):
+        return str(value)
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        return f"{value:.{digits}f}"
+    return str(value)
+
+
+def _inputs_text(result: CaseResult) -> str:
+    inputs = (result.metrics or {}).get("inputs") or result.spec.params.get("inputs") or {}
+    text = json.dumps(inputs, separators=(", ", ": "), default=str)
+    return text.replace("|", "\\|")
+
+
+def _center(samples) -> tuple:
+    if not samples:
+        return None, None
+    m = Measurement(samples)
+    return m.median, m.iqr
+
+
+def _native_row(result: CaseResult) -> list:
+    metrics, op = result.metrics, _op(result)
+    profiler = metrics.get("profiler") or {}
+    forward = profiler.get("forward") or {}
+    memory = next((v for k, v in metrics.items() if k.startswith("max_storage_mem_alloc_")), None)
+    median, iqr = _center(forward.get("per_call_ms"))
+    return [op, _inputs_text(result), _fmt(memory), _fmt(metrics.get(f"avg_time_forward_{op}")),
+            _fmt(metrics.get(f"avg_time_backward_{op}")), _fmt(median), _fmt(iqr)]
+
+
+def _python_row(result: CaseResult) -> list:
+    metrics, op = result.metrics, _op(result)
+    samples = list((metrics.get("forward") or {}).get("samples_ms") or [])
+    backward = (metrics.get("backward") or {}).get("samples_ms")
+    if samples and backward:
+        samples = [f + b for f, b in zip(samples, backward)]
+    median, iqr = _center(samples)
+    return [op, _fmt(metrics.get(f"avg_time_{op}")), _fmt(metrics.get(f"p50_time_{op}")),
+            _fmt(metrics.get(f"p90_time_{op}")), _fmt(metrics.get(f"p99_time_{op}")), _inputs_text(result),
+            _fmt(median), _fmt(iqr)]
+
+
+def _table(rows, headers) -> str:
+    from tabulate import tabulate
+
+    return tabulate(rows, headers=headers, tablefmt="github", disable_numparse=True)
+
+
+def _features(report: Report) -> str:
+    mxnet = report.environment.get("mxnet") or {}
+    features = mxnet.get("features")
+    if features is None:
+        return f"MXNet features unknown ({mxnet.get('reason', 'not recorded')})."
+    rows = [[name, "✔"] for name in sorted(features)]
+    lines = [f"MXNet {mxnet.get('version', '?')}; enabled build features:", "",
+             _table(rows, ["Feature", "Enabled"]) if rows else "(none)"]
+    return "\n".join(lines)
+
+
+def to_markdown(report: Report) -> str:
+    """The whole Markdown report: features, results, failures, skips, uncovered operators."""
+    engine = report.settings.get("profiler", "native")
+    ok = [r for r in _sorted(report.results) if r.status == "ok"]
+    row, headers = (_python_row, PYTHON_HEADERS) if engine == "python" else (_native_row, NATIVE_HEADERS)
+    parts = ["# Runtime Features", "", _features(report), "", "# Benchmark Results", ""]
+    settings = report.settings
+    parts.append(f"Engine: {engine}; dtype {settings.get('dtype', '?')}; ctx {settings.get('ctx', '?')}; "
+                 f"warmup {settings.get('warmup', '?')}; runs {settings.get('runs', '?')}. "
+                 f"Median and IQR are of the same quantity as the average. `{MISSING}`: not measured.")
+    parts += ["", _table([row(r) for r in ok], headers) if ok else "(no case was measured)", ""]
+    failures = [r for r in _sorted(report.results) if r.status in ("failed", "crashed", "timeout")]
+    if failures:
+        parts += ["## Failures", "",
+                  _table([[_op(r), _inputs_text(r), r.status, (r.error or "").replace("|", "\\|")[:300]]
+                          for r in failures], ["Operator", "Inputs", "Status", "Error"]), ""]
+    skipped = [r for r in _sorted(report.results) if r.status == "skipped"]
+    if skipped:
+        parts += ["## Skipped cases", "",
+                  _table([[_op(r), _inputs_text(r), r.error or ""] for r in skipped],
+                         ["Operator", "Inputs", "Reason"]), ""]
+    uncovered = report.extra.get("no_benchmark") or []
+    if uncovered:
+        parts += ["## Operators without a benchmark", "",
+                  _table([[item.get("op"), item.get("reason", "")] for item in uncovered], ["Operator", "Reason"]),
+                  ""]
+    return "\n".join(parts)
