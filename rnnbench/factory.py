@@ -114,15 +114,16 @@ def make_generator(seed: Optional[int]) -> tuple:
 
 @contextlib.contextmanager
 def quiet_jit():
-    """Silence torch 2.13's "torch.jit.script/trace is deprecated" notices (only those).
+    """Silence torch 2.13's "`torch.jit.<name>` is deprecated" notices (only those).
 
     The jit runners exist precisely to measure TorchScript; the notice would be repeated for
-    every case and bury the output a user asked for.
+    every case and bury the output a user asked for. Importing inductor (torch.compile) emits
+    the same notice for torch.jit.script_method.
     """
     with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message=r".*torch\.jit\.(script|trace)`? is deprecated",
+        warnings.filterwarnings("ignore", message=r".*torch\.jit\.\w+`? is deprecated",
                                 category=DeprecationWarning)
-        warnings.filterwarnings("ignore", message=r".*torch\.jit\.(script|trace)`? is deprecated",
+        warnings.filterwarnings("ignore", message=r".*torch\.jit\.\w+`? is deprecated",
                                 category=FutureWarning)
         yield
 
@@ -424,6 +425,26 @@ def handwritten_creator(variant: str, script: bool) -> Callable[..., ModelDef]:
     return creator
 
 
+def custom_lstm_creator(stack_fn: Callable, script: bool = False) -> Callable[..., ModelDef]:
+    """A creator for any LSTM written as `stack_fn(x, hx, cx, params) -> (output, (h, c))`
+    with nn.LSTM's parameter layout — e.g. a cell under development, to be benchmarked or
+    checked with a runner registered through `runners.register_runner`."""
+
+    def creator(seqLength: int = 100, numLayers: int = 1, inputSize: int = 512,
+                hiddenSize: int = 512, miniBatch: int = 64, device: str = "cpu",
+                seed: Optional[int] = None) -> ModelDef:
+        stack = scripted(stack_fn) if script else stack_fn
+        data = lstm_data(seqLength, numLayers, inputSize, hiddenSize, miniBatch, device, seed)
+        params = data.params
+
+        def forward(x, hx, cx):
+            return stack(x, hx, cx, params)
+
+        return _lstm_modeldef(data, forward, params, data.names, data.hx.device)
+
+    return creator
+
+
 def varlen_creator(script: bool) -> Callable[..., ModelDef]:
     """Variable-length batch run one sequence at a time by the hand-written LSTM."""
 
@@ -544,12 +565,13 @@ def compiled_creator(stack_fn: Callable) -> Callable[..., ModelDef]:
         data = lstm_data(seqLength, numLayers, inputSize, hiddenSize, miniBatch, device, seed)
         params = data.params
         dynamo.reset()
-        compiled = torch.compile(stack_fn, backend=backend, dynamic=False)
+        with quiet_jit():
+            compiled = torch.compile(stack_fn, backend=backend, dynamic=False)
 
-        def forward(x, hx, cx):
-            return compiled(x, hx, cx, params)
+            def forward(x, hx, cx):
+                return compiled(x, hx, cx, params)
 
-        timings = _warm_compile(forward, data, backend)
+            timings = _warm_compile(forward, data, backend)
         return _lstm_modeldef(data, forward, params, data.names, data.hx.device,
                               backend=backend, **timings)
 
@@ -631,7 +653,11 @@ def resnet_creator(arch: str, jit: bool) -> Callable[..., ModelDef]:
         images = torch.randn(miniBatch, 3, imageSize, imageSize, generator=gen).to(dev)
         forward = model
         if jit:
-            with quiet_jit():
+            with quiet_jit(), warnings.catch_warnings():
+                # BatchNorm's training-mode batch-size check becomes a constant in the trace;
+                # harmless here, because the traced model is only ever run on these shapes.
+                warnings.filterwarnings("ignore", category=torch.jit.TracerWarning,
+                                        message="Converting a tensor to a Python boolean")
                 forward = torch.jit.trace(model, (images,))
         names, params = zip(*model.named_parameters())
         return ModelDef(inputs=[images], params=list(params), forward=forward,
