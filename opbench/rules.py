@@ -265,7 +265,8 @@ def _batch_dot(p: Profile, op: str) -> List[Variant]:
 
 @rule("khatri_rao")
 def _khatri_rao(p: Profile, op: str) -> List[Variant]:
-    pairs = p.pick([((100, 10), (100, 10)), ((64, 32), (16, 32))], [((4, 3), (5, 3))])
+    pairs = p.pick([((100, 10), (100, 10)), ((64, 32), (16, 32))],
+                   [((4, 3), (5, 3)), ((2, 4), (3, 4))])
     return [(None, {"args": [T(a), T(b)]}) for a, b in pairs]
 
 
@@ -332,7 +333,7 @@ def _random_pdf(p: Profile, op: str) -> List[Variant]:
 
 @rule("random_pdf_dirichlet")
 def _pdf_dirichlet(p: Profile, op: str) -> List[Variant]:
-    shapes = p.pick([(1024, 100, 10), (10000, 10, 10)], [(2, 3, 4)])
+    shapes = p.pick([(1024, 100, 10), (10000, 10, 10)], [(2, 3, 4), (3, 2, 2)])
     return [(None, {"sample": T(s, "simplex"), "alpha": U((s[0], s[2]), 0.5, 2.0),
                     "is_log": False}) for s in shapes]
 
@@ -356,7 +357,7 @@ def _sample_params(op: str, shape: Sequence[int]) -> Dict[str, Any]:
 def _sample(p: Profile, op: str) -> List[Variant]:
     # (parameter count, draws per parameter): about a million samples each.
     pairs = p.pick([((1024,), (1024,)), ((10000,), (100,)), ((100,), (10000,))],
-                   [((4,), (3,)), ((2,), (5,))],
+                   [((4,), (3,)), ((5,), (2,)), ((2,), (5,))],
                    [((2 ** 16,), (2 ** 16,)), ((2 ** 32,), (1,))])
     out = []
     for params_shape, draws in pairs:
@@ -370,7 +371,7 @@ def _sample(p: Profile, op: str) -> List[Variant]:
 
 @rule("sample_multinomial")
 def _multinomial(p: Profile, op: str) -> List[Variant]:
-    pairs = p.pick([((1024, 10), (1024,)), ((10000, 100), (10,))], [((3, 4), (5,))])
+    pairs = p.pick([((1024, 10), (1024,)), ((10000, 100), (10,))], [((3, 4), (5,)), ((4, 6), (2,))])
     return [(f"{fmt_shape(s)}x{fmt_shape(d)}",
              {"data": T(s, "simplex"), "shape": list(d), "get_prob": True}) for s, d in pairs]
 
@@ -387,7 +388,7 @@ def _grid_generator(p: Profile, op: str) -> List[Variant]:
 @rule("BilinearSampler")
 def _bilinear_sampler(p: Profile, op: str) -> List[Variant]:
     pairs = p.pick([((32, 3, 256, 256), (256, 256)), ((32, 3, 64, 64), (128, 128))],
-                   [((2, 3, 4, 4), (3, 5))])
+                   [((2, 3, 4, 4), (3, 5)), ((2, 3, 3, 3), (6, 6))])
     return [(None, {"data": T(s), "grid": U((s[0], 2) + tuple(g), -1.0, 1.0)}) for s, g in pairs]
 
 
@@ -461,7 +462,7 @@ def _take(p: Profile, op: str) -> List[Variant]:
 @rule("one_hot")
 def _one_hot(p: Profile, op: str) -> List[Variant]:
     pairs = p.pick([((1024,), 1024), ((10000,), 100), ((1000, 10), 100)],
-                   [((5,), 4), ((2, 3), 3)])
+                   [((5,), 4), ((6,), 3), ((2, 3), 3)])
     return [(f"{fmt_shape(s)}-depth{d}", {"indices": I(s, high=d), "depth": d}) for s, d in pairs]
 
 
@@ -472,7 +473,8 @@ def _where(p: Profile, op: str) -> List[Variant]:
 
 @rule("ravel_multi_index")
 def _ravel(p: Profile, op: str) -> List[Variant]:
-    pairs = p.pick([((1024, 1024), 1024 * 1024), ((100, 100, 100), 10000)], [((3, 4), 5)])
+    pairs = p.pick([((1024, 1024), 1024 * 1024), ((100, 100, 100), 10000)],
+                   [((3, 4), 5), ((2, 3, 4), 6)])
     return [(f"{fmt_shape(shape)}-n{n}",
              {"data": I((len(shape), n), high=list(shape)), "shape": list(shape)})
             for shape, n in pairs]
@@ -480,7 +482,8 @@ def _ravel(p: Profile, op: str) -> List[Variant]:
 
 @rule("unravel_index")
 def _unravel(p: Profile, op: str) -> List[Variant]:
-    pairs = p.pick([((1024, 1024), 1024 * 1024), ((100, 100, 100), 10000)], [((3, 4), 5)])
+    pairs = p.pick([((1024, 1024), 1024 * 1024), ((100, 100, 100), 10000)],
+                   [((3, 4), 5), ((2, 3, 4), 6)])
     return [(f"{fmt_shape(shape)}-n{n}",
              {"data": I((n,), high=math.prod(shape)), "shape": list(shape)})
             for shape, n in pairs]
@@ -494,7 +497,7 @@ def _gather_nd(p: Profile, op: str) -> List[Variant]:
 
 @rule("scatter_nd")
 def _scatter_nd(p: Profile, op: str) -> List[Variant]:
-    pairs = p.pick([((1024, 1024), 10000), ((10000, 100), 100000)], [((3, 4), 5)])
+    pairs = p.pick([((1024, 1024), 10000), ((10000, 100), 100000)], [((3, 4), 5), ((6, 2), 4)])
     # Unique positions: with duplicates the result is undefined (last writer wins at random).
     return [(f"{fmt_shape(shape)}-n{n}",
              {"data": T((n,)), "indices": I((2, n), high=list(shape), unique=True),
@@ -552,7 +555,7 @@ def _reshape(p: Profile, op: str) -> List[Variant]:
 
 
 _EXPAND = [((1024, 1), 1, 1024), ((10000, 1), 1, 100), ((1, 1024), 0, 1024)]
-_EXPAND_TINY = [((4, 1), 1, 3), ((1, 5), 0, 2)]
+_EXPAND_TINY = [((4, 1), 1, 3), ((5, 1), 1, 2), ((1, 5), 0, 2)]
 
 
 @rule("broadcast_axes", "broadcast_axis")
@@ -701,7 +704,8 @@ def _lrn(p: Profile, op: str) -> List[Variant]:
 
 @rule("Embedding")
 def _embedding(p: Profile, op: str) -> List[Variant]:
-    cases = p.pick([((32, 1000), 10000, 128), ((1024,), 1000, 512)], [((2, 3), 5, 4)])
+    cases = p.pick([((32, 1000), 10000, 128), ((1024,), 1000, 512)],
+                   [((2, 3), 5, 4), ((6,), 7, 3)])
     return [(f"{fmt_shape(s)}-vocab{v}-dim{d}",
              {"data": I(s, high=v), "weight": T((v, d)), "input_dim": v, "output_dim": d})
             for s, v, d in cases]
@@ -709,7 +713,7 @@ def _embedding(p: Profile, op: str) -> List[Variant]:
 
 @rule("Correlation")
 def _correlation(p: Profile, op: str) -> List[Variant]:
-    shapes = p.pick([(32, 3, 256, 256), (32, 3, 10000, 10)], [(2, 3, 5, 5)])
+    shapes = p.pick([(32, 3, 256, 256), (32, 3, 10000, 10)], [(2, 3, 5, 5), (2, 3, 7, 3)])
     return [(None, {"data1": T(s), "data2": T(s), "kernel_size": 1, "max_displacement": 2,
                     "stride1": 1, "stride2": 1, "pad_size": 2}) for s in shapes]
 
@@ -723,7 +727,8 @@ def _spatial_transformer(p: Profile, op: str) -> List[Variant]:
 
 def _im2col_geometry(p: Profile) -> List[Tuple[Shape, int, int]]:
     """(data shape, stride, output positions) for a 3x3 kernel with padding 1."""
-    shapes = p.pick([((32, 3, 256, 256), 2), ((32, 3, 64, 64), 1)], [((2, 3, 6, 6), 2)])
+    shapes = p.pick([((32, 3, 256, 256), 2), ((32, 3, 64, 64), 1)],
+                    [((2, 3, 6, 6), 2), ((2, 3, 4, 4), 1)])
     out = []
     for s, stride in shapes:
         oh = (s[2] + 2 - 3) // stride + 1
@@ -952,14 +957,14 @@ def _multi_lars(p: Profile, op: str) -> List[Variant]:
                          "grads_sum_sq": U((n,), 0.5, 2.0, grad=False),
                          "wds": U((n,), 0.0, 0.01, grad=False),
                          "eta": 0.001, "eps": 1e-8, "rescale_grad": 1.0})
-            for n in p.pick([1024, 10000], [5])]
+            for n in p.pick([1024, 10000], [5, 7])]
 
 
 # ---------------------------------------------------------------- loss and misc
 
 @rule("ctc_loss", "CTCLoss")
 def _ctc(p: Profile, op: str) -> List[Variant]:
-    cases = p.pick([(100, 32, 20, 10), (200, 64, 50, 20)], [(6, 2, 4, 2)])
+    cases = p.pick([(100, 32, 20, 10), (200, 64, 50, 20)], [(6, 2, 4, 2), (8, 3, 5, 3)])
     # blank is label 0 ("first"), so real labels are 1..alphabet-1
     return [(f"T{t}-N{n}-A{a}-L{l}",
              {"data": T((t, n, a)), "label": I((n, l), high=a, low=1)})
@@ -997,7 +1002,7 @@ def _clip(p: Profile, op: str) -> List[Variant]:
 
 @rule("SequenceReverse", "SequenceLast", "SequenceMask")
 def _sequence(p: Profile, op: str) -> List[Variant]:
-    shapes = p.pick([(100, 32, 128), (1000, 32, 10)], [(4, 3, 2)])
+    shapes = p.pick([(100, 32, 128), (1000, 32, 10)], [(4, 3, 2), (6, 2, 3)])
     out = []
     for s in shapes:
         out.append((f"{fmt_shape(s)}-full", {"data": T(s), "use_sequence_length": False}))

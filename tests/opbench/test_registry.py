@@ -1,0 +1,117 @@
+"""The registry scan and the categories, on the real mxnet 1.9.1 (figures from ANCHORS.md)."""
+
+import pytest
+
+pytest.importorskip("mxnet")
+
+from benchcore.errors import UsageError  # noqa: E402
+from opbench import categories, registry  # noqa: E402
+
+# opperf's membership on mxnet 1.9.1 (ANCHORS.md, "The 23 categories").
+OPPERF_COUNTS = {
+    "unary": 57, "binary_broadcast": 20, "binary_elemwise": 5, "binary_misc": 2, "gemm": 3,
+    "random": 26, "reduction": 11, "sorting_searching": 5, "indexing": 9, "rearrange": 7,
+    "shape": 6, "expanding": 8, "rounding": 6, "join_split": 3, "nn_basic": 14,
+    "activation": 8, "pooling": 2, "convolution": 1, "transpose_convolution": 1,
+    "optimizer": 23, "loss": 5, "misc": 16, "linalg": 17,
+}
+
+UNCATEGORIZED = {
+    "BatchNorm_v1", "IdentityAttachKLSparseReg", "LinearRegressionOutput",
+    "LogisticRegressionOutput", "MAERegressionOutput", "SVMOutput", "SoftmaxOutput",
+    "mp_lamb_update_phase1", "mp_lamb_update_phase2", "scatter_nd", "unravel_index",
+}
+
+# The ten operators opperf lists in two categories, and the home each gets here.
+DOUBLE_LISTED = {
+    "round": "rounding", "rint": "rounding", "fix": "rounding", "floor": "rounding",
+    "ceil": "rounding", "trunc": "rounding", "shape_array": "shape", "size_array": "shape",
+    "reshape_like": "shape", "split": "join_split",
+}
+
+
+def test_scan_counts_match_mxnet_1_9_1():
+    infos = registry.scan()
+    selected = [i for i in infos if i.selected]
+    assert len(infos) == 1167
+    assert sum(i.name.startswith("_") for i in infos) == 898
+    assert len(selected) == 256
+    assert sum(i.has_backward for i in selected) == 130
+
+
+def test_scan_is_cached_and_sorted():
+    first, second = registry.scan(), registry.scan()
+    assert [a is b for a, b in zip(first, second)] == [True] * len(first)
+    assert [i.name for i in first] == sorted(i.name for i in first)
+
+
+def test_every_filtered_operator_has_a_reason():
+    for info in registry.scan():
+        assert (info.reason is None) == info.selected, info.name
+    assert "backward operator" in registry.get("_backward_Convolution").reason
+    assert "contrib" in registry.get("_contrib_quadratic").reason
+    assert "internal" in registry.get("_copyto").reason
+    assert registry.get("Concat").reason == "deprecated alias of concat"
+    assert registry.get("SliceChannel").reason == "deprecated alias of split"
+    registered = [registry.get(a) for a in registry.DEPRECATED_ALIASES if registry.get(a)]
+    assert len(registered) == 13  # contrib_CTCLoss and onehot_encode are gone in 1.9.1
+    assert not any(info.selected for info in registered)
+
+
+def test_argument_metadata():
+    conv = registry.get("Convolution")
+    assert conv.arg_names[:3] == ("data", "weight", "bias")
+    assert conv.narg == len(conv.arg_names) == 14
+    assert conv.is_tensor_arg("weight") and not conv.is_tensor_arg("kernel")
+    assert conv.is_required("kernel") and not conv.is_required("stride")
+    assert registry.get("add_n").is_list_arg("args")
+
+
+def test_backward_forced_off_with_reason():
+    for name in ("gather_nd", "softmax_cross_entropy", "linalg_gelqf", "linalg_slogdet",
+                 "moments", "SequenceLast", "Embedding"):
+        info = registry.get(name)
+        assert info.has_backward, name  # registered ...
+        assert not info.runs_backward and info.backward_off  # ... but not timed, with a reason
+    assert registry.get("Convolution").runs_backward
+
+
+def test_suggestions_for_misspelt_names():
+    assert "broadcast_add" in registry.suggest("broadcast_ad")
+    assert registry.get("no_such_op") is None
+
+
+def test_opperf_membership_counts():
+    for category, count in OPPERF_COUNTS.items():
+        assert len(categories.opperf_members(category)) == count, category
+    union = set().union(*(categories.opperf_members(c) for c in OPPERF_COUNTS))
+    assert len(union) == 245
+    assert set(registry.selected_names()) - union == UNCATEGORIZED
+
+
+def test_every_selected_operator_has_exactly_one_home():
+    homes = {}
+    for category in categories.CATEGORIES:
+        for name in categories.operators_in(category):
+            assert name not in homes, f"{name} in {homes.get(name)} and {category}"
+            homes[name] = category
+    assert set(homes) == set(registry.selected_names())
+    assert len(categories.CATEGORIES) == 24 and categories.CATEGORIES[-1] == categories.OTHER
+    assert set(categories.operators_in(categories.OTHER)) == UNCATEGORIZED
+    for name, home in DOUBLE_LISTED.items():
+        assert categories.category_of(name) == home
+        listed_in = [c for c in OPPERF_COUNTS if name in categories.opperf_members(c)]
+        assert len(listed_in) == 2 and home in listed_in, name
+    # each home keeps opperf's count minus the operators housed elsewhere
+    for category, count in OPPERF_COUNTS.items():
+        moved = sum(1 for n, h in DOUBLE_LISTED.items()
+                    if n in categories.opperf_members(category) and h != category)
+        assert len(categories.operators_in(category)) == count - moved, category
+
+
+def test_category_lookup_edges():
+    assert categories.category_of("Pooling") == "pooling"
+    assert categories.category_of("amp_multicast") == "unary"
+    assert categories.category_of("_copyto") is None
+    with pytest.raises(UsageError, match="unknown category"):
+        categories.operators_in("nope")
