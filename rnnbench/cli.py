@@ -217,23 +217,15 @@ def _test(args) -> int:
     if args.atol < 0 or args.rtol < 0:
         raise UsageError("--atol and --rtol must be >= 0")
     sizes = {name: getattr(args, name) for name in bench.SIZE_DEFAULTS}
-    names = args.rnns or list(getattr(correctness, "DEFAULT_TEST_RUNNERS", None) or _lstm_runner_names())
+    names = list(args.rnns) if args.rnns else correctness.default_check_runners()
     bench.check_runners(names, device)
     results = correctness.check_runners(names, device=device, seed=args.seed, atol=args.atol, rtol=args.rtol, **sizes)
-    formatter = getattr(correctness, "format_table", None) or getattr(correctness, "format_results")
-    print(formatter(results))
-    failed = [r for r in results if not getattr(r, "passed", getattr(r, "ok", False))]
+    print(correctness.format_results(results))
+    failed = [r.runner for r in results if not r.passed]
     if failed:
-        _err(f"{PROG}: {len(failed)} of {len(results)} runner(s) do not match nn.LSTM: {', '.join(r.name for r in failed)}")
+        _err(f"{PROG}: {len(failed)} of {len(results)} runner(s) do not match the nn.LSTM reference: {', '.join(failed)}")
         return 1
     return 0
-
-
-def _lstm_runner_names() -> List[str]:
-    from .runners import RUNNERS
-
-    return [name for name, r in RUNNERS.items() if getattr(r, "group", None) in ("lstm", "rnns", "vl_lstm")
-            and not getattr(r, "cuda_only", False)]
 
 
 # --------------------------------------------------------------------------------------------

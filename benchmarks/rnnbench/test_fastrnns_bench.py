@@ -95,9 +95,11 @@ def test_backward(benchmark, prepared, request):
         pytest.skip(f"{spec.name} has no backward")
     _label(benchmark, spec, "backward")
 
+    ran = []
+
     def setup():
         # untimed: a fresh graph and grad_output for every round, gradients cleared
-        if workload.zero_grad:
+        if ran and workload.zero_grad:
             workload.zero_grad()
         output = workload.forward()
         prepared_input = workload.backward_setup(output) if workload.backward_setup else output
@@ -106,5 +108,6 @@ def test_backward(benchmark, prepared, request):
     def backward(prepared_input):
         workload.backward(prepared_input)
         workload.sync()
+        ran.append(True)
 
     benchmark.pedantic(backward, setup=setup, rounds=_rounds(request.config), iterations=1, warmup_rounds=1)

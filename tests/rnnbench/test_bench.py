@@ -1,0 +1,217 @@
+"""rnnbench bench: executor, units, fastrnns' output shapes, failures and reports (CPU, tiny sizes)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import statistics
+import time
+
+import pytest
+
+from benchcore.case import CaseSpec
+from benchcore.errors import SkipCase
+from benchcore.report import CaseResult, Report
+from benchcore.runner import RunSettings
+from rnnbench import bench
+from rnnbench.cli import main
+
+TINY = ["--seqLength", "5", "--numLayers", "1", "--inputSize", "8", "--hiddenSize", "8", "--miniBatch", "2"]
+FAST = ["--nloops", "3", "--warmup", "1", "--device", "cpu", "--group", "rnns", "--no-isolation"]
+
+
+def run(capsys, *argv):
+    code = main(list(argv))
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+# ------------------------------------------------------------------------------- formats
+
+
+def test_print_json_oss_is_one_line_in_fastrnns_shape(capsys):
+    code, out, err = run(capsys, "bench", *TINY, *FAST, "--rnns", "cudnn", "py", "--print-json")
+    assert code == 0, err
+    lines = out.splitlines()
+    assert len(lines) == 1
+    data = json.loads(lines[0])
+    assert list(data) == ["lstm", "lstm-backward"]
+    for group in data.values():
+        assert list(group) == ["cudnn", "py"]
+        assert all(isinstance(v, float) and v > 0 for v in group.values())
+    # the console table still goes to stderr, in ms
+    assert "fwd_median_ms" in err and "Benchmarking LSTMs..." in err
+
+
+def test_print_json_pep_one_line_per_iteration(capsys):
+    code, out, err = run(capsys, "bench", *TINY, *FAST, "--rnns", "cudnn", "py", "--print-json", "pep")
+    assert code == 0, err
+    lines = out.splitlines()
+    assert len(lines) == 2 * 2 * 3  # runners × {forward, backward} × nloops
+    metrics = []
+    for line in lines:
+        prefix, _, payload = line.partition(" ")
+        assert prefix == "Caffe2Observer"
+        record = json.loads(payload)
+        assert set(record) == {"type", "metric", "unit", "value"}
+        assert record["type"] == "NET" and record["unit"] == "ms"
+        assert isinstance(record["value"], str) and float(record["value"]) > 0
+        metrics.append(record["metric"])
+    assert metrics == ["lstm-cudnn"] * 3 + ["lstm-py"] * 3 + ["lstm-backward-cudnn"] * 3 + ["lstm-backward-py"] * 3
+
+
+def test_json_report_has_environment_and_ms_statistics(tmp_path, capsys):
+    out_file = tmp_path / "r.json"
+    code, out, err = run(capsys, "bench", *TINY, *FAST, "--rnns", "jit", "--seed", "5", "--output-file", str(out_file))
+    assert code == 0, err
+    assert out == ""  # nothing on stdout without --print-json
+    report = Report.load(out_file)
+    assert report.suite == "rnnbench"
+    assert report.environment["torch"]["version"] and report.environment["command_line"][0] == "rnnbench"
+    assert report.settings["unit"] == "ms" and report.settings["seed"] == 5
+    (result,) = report.results
+    assert result.status == "ok" and result.spec.name == "jit"
+    assert result.spec.params == {"seqLength": 5, "numLayers": 1, "inputSize": 8, "hiddenSize": 8, "miniBatch": 2,
+                                  "device": "cpu", "fuser": "te", "executor": "default", "seed": 5, "group": "lstm"}
+    m = result.metrics
+    assert m["unit"] == "ms" and m["timer"] == "perf_counter" and m["warmup"] == 1
+    for phase in ("forward", "backward"):
+        assert m[phase]["unit"] == "ms" and m[phase]["n"] == 3 and len(m[phase]["samples_ms"]) == 3
+        assert m[phase]["median_ms"] > 0
+    assert m["compile_ms"] is None and "compile_ms" in m["missing"]
+    assert not (tmp_path / "r.json.checkpoint.jsonl").exists()  # the report holds everything now
+    # never overwritten unless asked
+    code, _, err = run(capsys, "bench", *TINY, *FAST, "--rnns", "jit", "--output-file", str(out_file))
+    assert code == 2 and "already exists" in err
+
+
+def test_markdown_report(tmp_path, capsys):
+    out_file = tmp_path / "r.md"
+    code, _, err = run(capsys, "bench", *TINY, *FAST, "--rnns", "cudnn", "--output-file", str(out_file))
+    assert code == 0, err
+    text = out_file.read_text()
+    assert text.startswith("# rnnbench results") and "## LSTM (lstm)" in text
+    assert "| cudnn" in text and "Fwd median (ms)" in text and "- torch:" in text
+
+
+def test_reported_median_is_milliseconds(capsys):
+    """The reported forward median agrees with a bare perf_counter loop over the same forward.
+
+    fastrnns reported CPU seconds labelled ms (off by 1000×); a factor of 4 either way is far
+    tighter than that and far looser than any scheduling noise at this size.
+    """
+    sizes = {"seqLength": 20, "numLayers": 1, "inputSize": 64, "hiddenSize": 64, "miniBatch": 16}
+    spec = CaseSpec("rnnbench", "cudnn", bench.case_params(sizes, "cpu", "te", None, 3, "lstm"))
+    options = {"settings": RunSettings(warmup=2, runs=15).to_dict()}
+    reported = bench.execute(spec, options)["forward"]["median_ms"]
+    with bench.prepared(spec) as prep:
+        for _ in range(2):
+            prep.workload.forward()
+        samples = []
+        for _ in range(15):
+            start = time.perf_counter()
+            prep.workload.forward()
+            samples.append((time.perf_counter() - start) * 1e3)
+    independent = statistics.median(samples)
+    assert independent / 4 < reported < independent * 4, (reported, independent)
+
+
+# ------------------------------------------------------------------------------- failures
+
+
+def test_failed_runner_is_reported_never_dropped(tmp_path, capsys, monkeypatch):
+    from rnnbench import runners
+
+    def broken(**kwargs):
+        raise RuntimeError("deliberately broken creator")
+
+    monkeypatch.setitem(runners.RUNNERS, "broken", dataclasses.replace(runners.RUNNERS["py"], name="broken", creator=broken))
+    out_file = tmp_path / "r.json"
+    code, out, err = run(capsys, "bench", *TINY, *FAST, "--rnns", "cudnn", "broken", "--print-json",
+                         "--output-file", str(out_file))
+    assert code == 1
+    data = json.loads(out)
+    assert data["lstm"]["broken"] is None and data["lstm-backward"]["broken"] is None
+    assert data["lstm"]["cudnn"] > 0
+    assert "FAILED: RuntimeError: deliberately broken creator" in err
+    assert "rnnbench: broken failed: RuntimeError: deliberately broken creator" in err
+    statuses = {r.spec.name: r.status for r in Report.load(out_file).results}
+    assert statuses == {"cudnn": "ok", "broken": "failed"}
+
+
+def test_isolated_worker_end_to_end(capsys):
+    """The default path: cases run in a benchcore worker process."""
+    code, out, err = run(capsys, "bench", *TINY, "--nloops", "2", "--warmup", "0", "--device", "cpu",
+                         "--group", "rnns", "--rnns", "aten", "--print-json")
+    assert code == 0, err
+    assert set(json.loads(out)["lstm"]) == {"aten"}
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--rnns", "nope"], "nope"),
+    (["--fuser", "turbo"], "unknown fuser 'turbo'; choose one of te, old, none, default"),
+    (["--executor", "fast"], "unknown executor 'fast'"),
+    (["--hiddenSize", "0"], "--hiddenSize"),
+    (["--seqLength", "-3"], "--seqLength"),
+    (["--nloops", "0"], "--nloops"),
+    (["--device", "cuda"], "needs CUDA"),
+    (["--device", "tpu"], "unknown device 'tpu'"),
+    (["--group"], "nothing to run"),
+    (["--print-json", "xml"], "invalid choice"),
+])
+def test_usage_errors_are_one_line_exit_2(capsys, argv, message):
+    code, out, err = run(capsys, "bench", *TINY, "--nloops", "1", "--device", "cpu", "--group", "rnns", *argv)
+    assert code == 2
+    assert out == ""
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("rnnbench: error: ") and message in lines[0], err
+
+
+def test_unknown_runner_lists_valid_ones(capsys):
+    code, _, err = run(capsys, "bench", "--device", "cpu", "--rnns", "cudnn", "lstm_typo")
+    assert code == 2 and "lstm_typo" in err and "cudnn" in err and "jit_premul" in err
+
+
+def test_execute_skips_cuda_case_without_cuda():
+    spec = CaseSpec("rnnbench", "cudnn", bench.case_params(
+        {"seqLength": 2, "numLayers": 1, "inputSize": 4, "hiddenSize": 4, "miniBatch": 1}, "cuda", "te", None, 1, "lstm"))
+    with pytest.raises(SkipCase, match="no CUDA"):
+        bench.execute(spec, {"settings": RunSettings(warmup=0, runs=1).to_dict()})
+
+
+# ------------------------------------------------------------------------------- specs and rendering
+
+
+def test_build_specs_follows_fastrnns_group_order():
+    import argparse
+
+    args = argparse.Namespace(seqLength=5, numLayers=2, inputSize=8, hiddenSize=8, miniBatch=2, device="cpu",
+                              fuser="old", executor="simple", seed=1, variable_lstms=True,
+                              group=["cnns", "rnns"], rnns=["jit"], cnns=["resnet18"])
+    specs = bench.build_specs(args)
+    assert [(s.name, s.params["group"]) for s in specs] == [
+        ("vl_cudnn", "vl_lstm"), ("vl_jit", "vl_lstm"), ("vl_py", "vl_lstm"), ("jit", "lstm"), ("resnet18", "resnet")]
+    assert specs[0].params["numLayers"] == 2 and specs[0].params["fuser"] == "old" and specs[0].params["executor"] == "simple"
+
+
+def _result(name, group, status="ok", fwd=(1.0, 2.0), bwd=(3.0, 5.0), error=None):
+    from benchcore.stats import Measurement
+
+    metrics = {"forward": Measurement(fwd).to_dict(), "backward": Measurement(bwd).to_dict()} if status == "ok" else {}
+    return CaseResult(CaseSpec("rnnbench", name, {"group": group}), status, metrics, error)
+
+
+def test_rendering_of_groups_and_failures():
+    results = [_result("vl_py", "vl_lstm"), _result("cudnn", "lstm"),
+               _result("jit", "lstm", status="crashed", error="worker killed by SIGSEGV"), _result("resnet18", "resnet")]
+    oss = json.loads(bench.oss_json(results))
+    assert list(oss) == ["vl_lstm", "vl_lstm-backward", "lstm", "lstm-backward", "resnet", "resnet-backward"]
+    assert oss["lstm"] == {"cudnn": 1.5, "jit": None} and oss["lstm-backward"]["cudnn"] == 4.0
+    pep = [json.loads(line.split(" ", 1)[1]) for line in bench.pep_lines(results)]
+    assert [p["metric"] for p in pep[:4]] == ["vl_lstm-vl_py"] * 2 + ["vl_lstm-backward-vl_py"] * 2
+    assert {p["metric"] for p in pep} >= {"lstm-cudnn", "lstm-backward-cudnn", "resnet-backward-resnet18"}
+    assert not any("jit" in p["metric"] for p in pep)
+    assert [p["value"] for p in pep[:2]] == ["1.0", "2.0"]
+    table = bench.console_table(results, sep="|")
+    assert "Benchmarking ResNets..." in table and "CRASHED: worker killed by SIGSEGV" in table
+    assert "|" + "1.5".rjust(16) + "|" in table

@@ -1,0 +1,107 @@
+"""rnnbench CLI: entry points, `test` subcommand exit codes, shared-command dispatch, and the
+pytest-benchmark entry run at tiny sizes."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from rnnbench.cli import main
+
+ROOT = Path(__file__).resolve().parents[2]
+TINY = ["--seqLength", "5", "--numLayers", "2", "--inputSize", "8", "--hiddenSize", "8", "--miniBatch", "2"]
+
+
+def test_python_dash_m_entry_point():
+    done = subprocess.run([sys.executable, "-m", "rnnbench", "--help"], capture_output=True, text=True, cwd=ROOT)
+    assert done.returncode == 0
+    assert "bench" in done.stdout and "profile" in done.stdout and "compare" in done.stdout
+
+
+def test_missing_subcommand_is_usage_error(capsys):
+    assert main([]) == 2
+    assert capsys.readouterr().err.startswith("rnnbench: error: ")
+
+
+def test_test_subcommand_passes_and_prints_table(capsys):
+    code = main(["test", *TINY, "--rnns", "jit", "py", "--device", "cpu"])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    assert "PASS" in captured.out and "jit" in captured.out and "py" in captured.out
+
+
+def test_test_subcommand_exits_1_on_a_wrong_runner(capsys, monkeypatch):
+    from rnnbench import runners
+
+    good = runners.RUNNERS["py"]
+
+    def wrong_creator(**kwargs):
+        modeldef = good.creator(**kwargs)
+        forward = modeldef.forward
+
+        def off_by_a_bit(*inputs):
+            output, (h, c) = forward(*inputs)
+            return output + 0.01, (h, c)
+
+        return dataclasses.replace(modeldef, forward=off_by_a_bit)
+
+    monkeypatch.setitem(runners.RUNNERS, "wrong", dataclasses.replace(good, name="wrong", creator=wrong_creator))
+    code = main(["test", *TINY, "--rnns", "py", "wrong", "--device", "cpu"])
+    captured = capsys.readouterr()
+    assert code == 1
+    assert "FAIL" in captured.out and "wrong" in captured.err
+    # a looser tolerance accepts the same runner
+    assert main(["test", *TINY, "--rnns", "wrong", "--device", "cpu", "--atol", "0.05"]) == 0
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["test", "--rnns", "nope"], "nope"),
+    (["test", "--rnns", "resnet18"], "LSTM runners only"),
+    (["test", "--atol", "-1"], "--atol"),
+    (["profile", "--fuser", "x"], "unknown fuser"),
+    (["profile", "--rnns", "zzz", "--profiler", "torch"], "zzz"),
+])
+def test_subcommand_usage_errors(capsys, argv, message):
+    code = main([*argv, "--device", "cpu"])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and len(err.splitlines()) == 1 and message in err, err
+
+
+def test_compare_is_dispatched_to_benchcore(tmp_path, capsys):
+    code = main(["compare", str(tmp_path / "a.json"), str(tmp_path / "b.json")])
+    err = capsys.readouterr().err
+    assert code == 2 and "a.json" in err  # benchcore.commands answered: the report does not exist
+
+
+def test_compare_two_bench_reports(tmp_path, capsys):
+    for name in ("a", "b"):
+        assert main(["bench", *TINY, "--rnns", "cudnn", "--group", "rnns", "--nloops", "6", "--warmup", "1",
+                     "--device", "cpu", "--no-isolation", "--output-file", str(tmp_path / f"{name}.json")]) == 0
+    capsys.readouterr()
+    code = main(["compare", str(tmp_path / "a.json"), str(tmp_path / "b.json")])
+    captured = capsys.readouterr()
+    assert code in (0, 1), captured.err  # a comparison ran (1 would mean a noise-level "regression")
+    assert "cudnn" in captured.out
+
+
+def test_pytest_benchmark_entry_runs_at_tiny_sizes(tmp_path):
+    """benchmarks/rnnbench is not part of the unit suite; prove it works with --benchmark-*."""
+    out = tmp_path / "bench.json"
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "benchmarks/rnnbench", "-q", "-p", "no:cacheprovider",
+         "--rnnbench-sizes", "5,1,8,8,2", "--rnnbench-device", "cpu", "--rnnbench-runners", "cudnn", "jit",
+         "--benchmark-min-rounds", "2", "--benchmark-max-time", "0.01", "--benchmark-warmup", "off",
+         "--benchmark-json", str(out)],
+        capture_output=True, text=True, cwd=ROOT, timeout=300,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    data = json.loads(out.read_text())
+    names = sorted(b["name"] for b in data["benchmarks"])
+    assert names == ["test_backward[cudnn]", "test_backward[jit]", "test_forward[cudnn]", "test_forward[jit]"]
+    assert {b["group"] for b in data["benchmarks"]} == {"fastrnns"}
+    assert all(b["stats"]["rounds"] >= 2 and b["stats"]["median"] > 0 for b in data["benchmarks"])

@@ -1,0 +1,235 @@
+"""rnnbench profile: nsys/nvprof wrapping (with fake tools on PATH) and torch.profiler on CPU.
+
+This machine has neither a GPU nor nsys/nvprof, so the tools are small Python scripts written
+by the test: each records its argv and the inner run's output to a log, writes the report
+file where the real tool would, and runs the inner command. The test then checks the exact
+command line, that the internal run really ran the runners, and the output path.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import stat
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from benchcore.errors import UsageError
+from benchcore.profilers import external
+from benchcore.profilers.torch import markdown_table, parse_key_averages
+from rnnbench import profiling
+from rnnbench.cli import main
+
+TINY = {"seqLength": 5, "numLayers": 1, "inputSize": 8, "hiddenSize": 8, "miniBatch": 2}
+TINY_ARGS = [arg for name, value in TINY.items() for arg in (f"--{name}", str(value))]
+STAMP = re.compile(r"\d{6}-\d{4}")
+
+FAKE_TOOL = r'''#!{python}
+"""Fake {tool}: log argv, run the inner command, write the report where {tool} would."""
+import json, os, subprocess, sys
+
+TOOL = "{tool}"
+argv = sys.argv[1:]
+if os.environ.get("FAKE_TOOL_FAIL"):
+    sys.stderr.write("fake {tool}: " + os.environ["FAKE_TOOL_FAIL"] + "\n")
+    sys.exit(3)
+i = 1 if TOOL == "nsys" else 0          # nsys takes the 'profile' subcommand first
+takes_value = {{"-t", "-o", "-f"}} if TOOL == "nsys" else {{"-o"}}
+output = None
+while i < len(argv) and argv[i].startswith("-"):
+    if argv[i] in takes_value:
+        if argv[i] == "-o":
+            output = argv[i + 1]
+        i += 2
+    else:
+        i += 1
+inner = argv[i:]
+done = subprocess.run(inner, capture_output=True, text=True)
+with open(os.environ["FAKE_TOOL_LOG"], "w") as log:
+    json.dump({{"argv": sys.argv, "inner": inner, "inner_stdout": done.stdout,
+               "inner_stderr": done.stderr[-2000:], "inner_rc": done.returncode}}, log)
+if done.returncode == 0:
+    with open(output + (".nsys-rep" if TOOL == "nsys" else ""), "w") as report:
+        report.write("fake report")
+sys.stdout.write(done.stdout)
+sys.stderr.write(done.stderr)
+sys.exit(done.returncode)
+'''
+
+
+@pytest.fixture
+def fake_bin(tmp_path, monkeypatch):
+    """A folder on PATH for fake tools, plus the log they write; the real PATH keeps `python`."""
+    folder = tmp_path / "bin"
+    folder.mkdir()
+    log = tmp_path / "tool-log.json"
+    monkeypatch.setenv("PATH", f"{folder}{os.pathsep}{os.environ.get('PATH', '')}")
+    monkeypatch.setenv("FAKE_TOOL_LOG", str(log))
+    monkeypatch.delenv("FAKE_TOOL_FAIL", raising=False)
+
+    def install(tool: str) -> Path:
+        path = folder / tool
+        path.write_text(FAKE_TOOL.format(python=sys.executable, tool=tool))
+        path.chmod(path.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+        return path
+
+    return SimpleNamespace(folder=folder, log=log, install=install)
+
+
+def expected_inner(runners, nloops=2, sleep="0.0", warmup=None):
+    cmd = [sys.executable, "-m", "rnnbench", "profile", "--internal-run"]
+    cmd += [arg for name, value in TINY.items() for arg in (f"--{name}", str(value))]
+    cmd += ["--device", "cpu", "--fuser", "te", "--seed", "17", "--nloops", str(nloops), "--sleep-between-seconds", sleep]
+    if warmup is not None:
+        cmd += ["--warmup", str(warmup)]
+    return cmd + ["--rnns", *runners]
+
+
+def run_profile(tmp_path, *extra):
+    out_dir = tmp_path / "profout"
+    code = main(["profile", *TINY_ARGS, "--rnns", "cudnn", "py", "--nloops", "2", "--sleep-between-seconds", "0",
+                 "--device", "cpu", "--output-dir", str(out_dir), *extra])
+    return code, out_dir
+
+
+def test_nsys_command_line_internal_run_and_output(tmp_path, fake_bin, capsys):
+    tool = fake_bin.install("nsys")
+    code, out_dir = run_profile(tmp_path, "--profiler", "nsys")
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    reports = list(out_dir.glob("*.nsys-rep"))
+    assert len(reports) == 1
+    name = reports[0].name
+    assert name.startswith("prof_cudnn-py_s5-l1-i8-h8-b2_") and STAMP.fullmatch(name.split("_")[-1][: -len(".nsys-rep")])
+    assert captured.out.strip() == str(reports[0])
+
+    log = json.loads(fake_bin.log.read_text())
+    base = str(reports[0])[: -len(".nsys-rep")]  # nsys appends the extension itself
+    assert log["argv"] == [str(tool), "profile", "-t", "cuda,nvtx", "-o", base, *expected_inner(["cudnn", "py"])]
+    assert log["inner_rc"] == 0, log["inner_stderr"]
+    # the internal run really ran both runners, without NVTX (no CUDA here)
+    assert "internal run: cudnn 2 iterations, nvtx off" in log["inner_stdout"]
+    assert "internal run: py 2 iterations, nvtx off" in log["inner_stdout"]
+
+
+def test_nvprof_command_line_and_capability_check(tmp_path, fake_bin, capsys, monkeypatch):
+    tool = fake_bin.install("nvprof")
+    monkeypatch.setenv(profiling.FAKE_CAPABILITY_ENV, "7.0")  # Volta: nvprof still works
+    out_dir = tmp_path / "profout"
+    code = main(["profile", *TINY_ARGS, "--rnns", "py", "--nloops", "1", "--device", "cpu", "--profiler", "nvprof",
+                 "--output-dir", str(out_dir)])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    (report,) = out_dir.glob("*.nvvp")
+    assert report.name.startswith("prof_py_s5-l1-i8-h8-b2_")
+    log = json.loads(fake_bin.log.read_text())
+    assert log["argv"] == [str(tool), "-o", str(report), *expected_inner(["py"], nloops=1, sleep="1.0")]
+    assert "internal run: py 1 iterations, nvtx off" in log["inner_stdout"]
+
+
+@pytest.mark.parametrize("capability", ["8.0", "9.0"])
+def test_nvprof_refused_on_ampere_and_newer(tmp_path, fake_bin, capsys, monkeypatch, capability):
+    fake_bin.install("nvprof")
+    monkeypatch.setenv(profiling.FAKE_CAPABILITY_ENV, capability)
+    code, out_dir = run_profile(tmp_path, "--profiler", "nvprof")
+    err = capsys.readouterr().err.strip()
+    assert code == 2
+    assert len(err.splitlines()) == 1 and "compute capability 8.0" in err and "nsys" in err
+    assert not fake_bin.log.exists()  # the tool never ran
+
+
+@pytest.mark.parametrize("tool", ["nsys", "nvprof"])
+def test_missing_tool_is_a_one_line_usage_error(tmp_path, monkeypatch, capsys, tool):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    monkeypatch.setenv("PATH", str(empty))
+    code, _ = run_profile(tmp_path, "--profiler", tool)
+    err = capsys.readouterr().err.strip()
+    assert code == 2
+    assert err.splitlines() == [f"rnnbench: error: {tool} not found on PATH; " + err.split("; ", 1)[1]]
+
+
+def test_tool_failure_reports_its_stderr(tmp_path, fake_bin, capsys, monkeypatch):
+    fake_bin.install("nsys")
+    monkeypatch.setenv("FAKE_TOOL_FAIL", "unable to initialise the CUDA driver")
+    code, out_dir = run_profile(tmp_path, "--profiler", "nsys")
+    err = capsys.readouterr().err
+    assert code == 1
+    assert "nsys exited with status 3" in err and "unable to initialise the CUDA driver" in err
+    assert not list(out_dir.glob("*.nsys-rep"))
+
+
+def test_existing_report_is_not_replaced(tmp_path):
+    tool = external.NSYS
+    target = tmp_path / "prof_x.nsys-rep"
+    target.write_text("old")
+    calls = []
+    with pytest.raises(UsageError, match="already exists"):
+        external.run_external(tool, target, ["true"], run=lambda *a, **k: calls.append(a))
+    assert not calls and target.read_text() == "old"
+    # asked to overwrite: the tool gets its force flag
+    assert external.NSYS.command(target, ["x"], overwrite=True) == ["nsys", "profile", "-t", "cuda,nvtx", "-o",
+                                                                    str(tmp_path / "prof_x"), "-f", "true", "x"]
+    assert external.NVPROF.command(tmp_path / "p.nvvp", ["x"], overwrite=True) == ["nvprof", "-o", str(tmp_path / "p.nvvp"), "-f", "x"]
+
+
+def test_check_supported_and_default_profiler():
+    external.check_supported(external.NVPROF, (7, 5))
+    external.check_supported(external.NVPROF, None)
+    external.check_supported(external.NSYS, (9, 0))
+    with pytest.raises(UsageError, match="nsys"):
+        external.check_supported(external.NVPROF, (8, 6))
+    assert profiling.default_profiler(which=lambda name: None, cuda=lambda: True) == "torch"
+    assert profiling.default_profiler(which=lambda name: "/usr/bin/nsys", cuda=lambda: False) == "torch"
+    assert profiling.default_profiler(which=lambda name: "/usr/bin/nsys", cuda=lambda: True) == "nsys"
+
+
+def test_output_name_follows_fastrnns():
+    import datetime
+
+    when = datetime.datetime(2024, 3, 7, 9, 5)
+    base = profiling.output_base(Path("/x"), ["cudnn", "aten", "jit"], {**TINY, "numLayers": 2}, now=when)
+    assert str(base) == "/x/prof_cudnn-aten-jit_s5-l2-i8-h8-b2_030724-0905"
+
+
+def test_torch_profiler_on_cpu_writes_trace_and_tables(tmp_path, capsys):
+    code, out_dir = run_profile(tmp_path, "--profiler", "torch")
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    written = [Path(line) for line in captured.out.split()]
+    assert [p.name.split(".", 1)[1] for p in written] == ["pt.trace.json", "keyavg.txt", "keyavg.md", "keyavg.json"]
+    assert all(p.parent == out_dir and p.name.startswith("prof_cudnn-py_s5-l1-i8-h8-b2_") for p in written)
+    trace = json.loads(written[0].read_text())
+    names = {event.get("name") for event in trace["traceEvents"]}
+    assert {"cudnn.forward", "cudnn.backward", "py.forward", "py.backward"} <= names
+    stats = json.loads(written[3].read_text())
+    assert stats["unit"] == "ms"
+    entry = stats["stats"]["py.forward"]
+    assert entry["count"] == 2 and entry["total_ms"] > 0 and entry["avg_ms"] == pytest.approx(entry["total_ms"] / 2)
+    assert "cudnn.backward" in written[2].read_text()
+    # a second run in the same minute refuses to replace the files
+    code = main(["profile", *TINY_ARGS, "--rnns", "cudnn", "py", "--nloops", "1", "--device", "cpu",
+                 "--output-dir", str(out_dir), "--profiler", "torch"])
+    err = capsys.readouterr().err
+    if code == 2:  # unless the minute changed in between
+        assert "already exists" in err
+
+
+def test_parse_key_averages_converts_units_and_merges():
+    events = [
+        SimpleNamespace(key="aten::mm", count=2, cpu_time_total=3000.0, self_cpu_time_total=2500.0,
+                        device_time_total=0.0, self_device_time_total=0.0, cpu_memory_usage=64, device_memory_usage=0),
+        SimpleNamespace(key="aten::mm", count=1, cpu_time_total=1000.0, self_cpu_time_total=500.0,
+                        device_time_total=4000.0, self_device_time_total=4000.0, cpu_memory_usage=0, device_memory_usage=16),
+    ]
+    stats = parse_key_averages(events)
+    mm = stats["aten::mm"]
+    assert mm["count"] == 3 and mm["total_ms"] == pytest.approx(4.0) and mm["avg_ms"] == pytest.approx(4.0 / 3)
+    assert mm["self_ms"] == pytest.approx(3.0) and mm["device_total_ms"] == pytest.approx(4.0)
+    assert mm["cpu_memory_bytes"] == 64 and mm["device_memory_bytes"] == 16
+    assert mm["min_ms"] is None and "min_ms" in mm["missing"]
+    assert "aten::mm" in markdown_table(stats)
