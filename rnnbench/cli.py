@@ -25,6 +25,7 @@ from . import bench
 PROG = "rnnbench"
 SHARED_COMMANDS = ("compare", "plot", "merge")
 DEFAULT_SEED = 17
+BENCH_TIMEOUT_S = 3600
 
 
 def _err(*lines: str) -> None:
@@ -72,6 +73,12 @@ def _bench_parser(sub) -> None:
                    help="report format (default: from --output-file's extension, else json)")
     p.add_argument("--output-file", default=None, help="write the report here (JSON with environment metadata, or Markdown)")
     core_cli.add_run_arguments(p)
+    # ResNet-50 at fastrnns' sizes takes seconds per iteration on a CPU: 110 of them pass
+    # benchcore's 600 s default, so a default CPU sweep would time out.
+    p.set_defaults(timeout=BENCH_TIMEOUT_S)
+    for action in p._actions:
+        if action.dest == "timeout":
+            action.help = f"seconds one runner may take before its worker is killed and it is recorded as timeout (default {BENCH_TIMEOUT_S})"
 
 
 def _test_parser(sub) -> None:
