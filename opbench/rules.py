@@ -462,7 +462,8 @@ def _take(p: Profile, op: str) -> List[Variant]:
 @rule("one_hot")
 def _one_hot(p: Profile, op: str) -> List[Variant]:
     pairs = p.pick([((1024,), 1024), ((10000,), 100), ((1000, 10), 100)],
-                   [((5,), 4), ((6,), 3), ((2, 3), 3)])
+                   [((5,), 4), ((6,), 3), ((2, 3), 3)],
+                   [((2 ** 16,), 2 ** 16 + 1), ((2 ** 28,), 2 ** 4 + 1), ((2 ** 12, 2 ** 8), 2 ** 12 + 1)])
     return [(f"{fmt_shape(s)}-depth{d}", {"indices": I(s, high=d), "depth": d}) for s, d in pairs]
 
 
@@ -474,7 +475,8 @@ def _where(p: Profile, op: str) -> List[Variant]:
 @rule("ravel_multi_index")
 def _ravel(p: Profile, op: str) -> List[Variant]:
     pairs = p.pick([((1024, 1024), 1024 * 1024), ((100, 100, 100), 10000)],
-                   [((3, 4), 5), ((2, 3, 4), 6)])
+                   [((3, 4), 5), ((2, 3, 4), 6)],
+                   [((2 ** 16, 2 ** 16 + 1), 2 ** 20), ((2 ** 11, 2 ** 11, 2 ** 10 + 1), 2 ** 20)])
     return [(f"{fmt_shape(shape)}-n{n}",
              {"data": I((len(shape), n), high=list(shape)), "shape": list(shape)})
             for shape, n in pairs]
@@ -483,7 +485,8 @@ def _ravel(p: Profile, op: str) -> List[Variant]:
 @rule("unravel_index")
 def _unravel(p: Profile, op: str) -> List[Variant]:
     pairs = p.pick([((1024, 1024), 1024 * 1024), ((100, 100, 100), 10000)],
-                   [((3, 4), 5), ((2, 3, 4), 6)])
+                   [((3, 4), 5), ((2, 3, 4), 6)],
+                   [((2 ** 16, 2 ** 16 + 1), 2 ** 20), ((2 ** 11, 2 ** 11, 2 ** 10 + 1), 2 ** 20)])
     return [(f"{fmt_shape(shape)}-n{n}",
              {"data": I((n,), high=math.prod(shape)), "shape": list(shape)})
             for shape, n in pairs]
@@ -497,7 +500,8 @@ def _gather_nd(p: Profile, op: str) -> List[Variant]:
 
 @rule("scatter_nd")
 def _scatter_nd(p: Profile, op: str) -> List[Variant]:
-    pairs = p.pick([((1024, 1024), 10000), ((10000, 100), 100000)], [((3, 4), 5), ((6, 2), 4)])
+    pairs = p.pick([((1024, 1024), 10000), ((10000, 100), 100000)], [((3, 4), 5), ((6, 2), 4)],
+                   [((2 ** 16, 2 ** 16 + 1), 2 ** 20), ((2 ** 32 + 1, 1), 2 ** 20)])
     # Unique positions: with duplicates the result is undefined (last writer wins at random).
     return [(f"{fmt_shape(shape)}-n{n}",
              {"data": T((n,)), "indices": I((2, n), high=list(shape), unique=True),
@@ -530,7 +534,8 @@ def _flip(p: Profile, op: str) -> List[Variant]:
 @rule("depth_to_space")
 def _depth_to_space(p: Profile, op: str) -> List[Variant]:
     # channels must divide by block_size**2 (opperf's (10,25,10,100) would not)
-    shapes = p.pick([(1, 4, 2, 4), (10, 100, 10, 10)], [(1, 4, 2, 4), (2, 8, 2, 3)])
+    shapes = p.pick([(1, 4, 2, 4), (10, 100, 10, 10)], [(1, 4, 2, 4), (2, 8, 2, 3)],
+                    [(1, 4, 2 ** 15, 2 ** 15 + 2), (2, 4, 2 ** 15, 2 ** 14 + 2)])
     return [(None, {"data": T(s), "block_size": 2}) for s in shapes]
 
 
@@ -556,12 +561,13 @@ def _reshape(p: Profile, op: str) -> List[Variant]:
 
 _EXPAND = [((1024, 1), 1, 1024), ((10000, 1), 1, 100), ((1, 1024), 0, 1024)]
 _EXPAND_TINY = [((4, 1), 1, 3), ((5, 1), 1, 2), ((1, 5), 0, 2)]
+_EXPAND_LARGE = [((2 ** 16, 1), 1, 2 ** 16 + 1), ((2 ** 32, 1), 1, 2), ((1, 2 ** 16), 0, 2 ** 16 + 1)]
 
 
 @rule("broadcast_axes", "broadcast_axis")
 def _broadcast_axis(p: Profile, op: str) -> List[Variant]:
     return [(None, {"data": T(s), "axis": [a], "size": [n]})
-            for s, a, n in p.pick(_EXPAND, _EXPAND_TINY)]
+            for s, a, n in p.pick(_EXPAND, _EXPAND_TINY, _EXPAND_LARGE)]
 
 
 def _expanded(s: Shape, axis: int, n: int) -> List[int]:
@@ -571,13 +577,13 @@ def _expanded(s: Shape, axis: int, n: int) -> List[int]:
 @rule("broadcast_to")
 def _broadcast_to(p: Profile, op: str) -> List[Variant]:
     return [(None, {"data": T(s), "shape": _expanded(s, a, n)})
-            for s, a, n in p.pick(_EXPAND, _EXPAND_TINY)]
+            for s, a, n in p.pick(_EXPAND, _EXPAND_TINY, _EXPAND_LARGE)]
 
 
 @rule("broadcast_like")
 def _broadcast_like(p: Profile, op: str) -> List[Variant]:
     return [(None, {"lhs": T(s), "rhs": T(_expanded(s, a, n), grad=False)})
-            for s, a, n in p.pick(_EXPAND, _EXPAND_TINY)]
+            for s, a, n in p.pick(_EXPAND, _EXPAND_TINY, _EXPAND_LARGE)]
 
 
 @rule("repeat")
@@ -606,7 +612,8 @@ def _pad(p: Profile, op: str) -> List[Variant]:
 
 @rule("concat", "stack")
 def _concat(p: Profile, op: str) -> List[Variant]:
-    groups = p.pick([(3, (100, 100)), (2, (1024, 1024))], [(3, (2, 3)), (2, (4, 4))])
+    groups = p.pick([(3, (100, 100)), (2, (1024, 1024))], [(3, (2, 3)), (2, (4, 4))],
+                    [(3, (2 ** 15, 2 ** 15 + 1)), (2, (2 ** 16, 2 ** 15 + 1))])
     key = "dim" if op == "concat" else "axis"
     return [(f"{n}x{fmt_shape(s)}", {"data": [T(s) for _ in range(n)], "num_args": n,
                                      key: 1 if op == "concat" else 0}) for n, s in groups]
@@ -705,7 +712,8 @@ def _lrn(p: Profile, op: str) -> List[Variant]:
 @rule("Embedding")
 def _embedding(p: Profile, op: str) -> List[Variant]:
     cases = p.pick([((32, 1000), 10000, 128), ((1024,), 1000, 512)],
-                   [((2, 3), 5, 4), ((6,), 7, 3)])
+                   [((2, 3), 5, 4), ((6,), 7, 3)],
+                   [((32, 1000), 2 ** 16 + 1, 2 ** 16), ((2 ** 16,), 2 ** 16, 2 ** 16 + 1)])
     return [(f"{fmt_shape(s)}-vocab{v}-dim{d}",
              {"data": I(s, high=v), "weight": T((v, d)), "input_dim": v, "output_dim": d})
             for s, v, d in cases]
@@ -960,7 +968,7 @@ def _multi_lars(p: Profile, op: str) -> List[Variant]:
                          "grads_sum_sq": U((n,), 0.5, 2.0, grad=False),
                          "wds": U((n,), 0.0, 0.01, grad=False),
                          "eta": 0.001, "eps": 1e-8, "rescale_grad": 1.0})
-            for n in p.pick([1024, 10000], [5, 7])]
+            for n in p.pick([1024, 10000], [5, 7], [2 ** 32 + 1, 2 ** 31])]
 
 
 # ---------------------------------------------------------------- loss and misc
@@ -994,7 +1002,8 @@ def _kl_sparse(p: Profile, op: str) -> List[Variant]:
 
 @rule("squeeze")
 def _squeeze(p: Profile, op: str) -> List[Variant]:
-    shapes = p.pick([(1024, 1, 1024), (10000, 1), (1, 10000, 100)], [(4, 1, 3), (5, 1), (1, 3, 2)])
+    shapes = p.pick([(1024, 1, 1024), (10000, 1), (1, 10000, 100)], [(4, 1, 3), (5, 1), (1, 3, 2)],
+                    [(2 ** 16, 1, 2 ** 16 + 1), (2 ** 32 + 1, 1), (1, 2 ** 28, 2 ** 4 + 1)])
     return [(None, {"data": T(s)}) for s in shapes]
 
 
@@ -1005,7 +1014,8 @@ def _clip(p: Profile, op: str) -> List[Variant]:
 
 @rule("SequenceReverse", "SequenceLast", "SequenceMask")
 def _sequence(p: Profile, op: str) -> List[Variant]:
-    shapes = p.pick([(100, 32, 128), (1000, 32, 10)], [(4, 3, 2), (6, 2, 3)])
+    shapes = p.pick([(100, 32, 128), (1000, 32, 10)], [(4, 3, 2), (6, 2, 3)],
+                    [(2 ** 16, 2 ** 8, 2 ** 8 + 1), (2 ** 24, 2 ** 4, 2 ** 4 + 1)])
     out = []
     for s in shapes:
         out.append((f"{fmt_shape(s)}-full", {"data": T(s), "use_sequence_length": False}))
