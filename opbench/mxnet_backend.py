@@ -40,10 +40,12 @@ from benchcore.timers import PerfCounterTimer
 
 ENGINES = ("native", "python")
 
-#: Test-only hook: when this environment variable names the case's operator, the worker kills
-#: itself with SIGKILL in the middle of the case, so tests can check that a sweep survives a
-#: crashing worker. Never set outside tests.
+#: Test-only hooks, never set outside tests. When one names the case (its operator, or
+#: `op[variant]` for a single case), the worker kills itself with SIGKILL in the middle of the
+#: case (CRASH), or sleeps for a minute (HANG), so tests can check that a sweep survives a
+#: crashing worker and resumes after an interruption.
 CRASH_HOOK_ENV = "OPBENCH_TEST_CRASH_OP"
+HANG_HOOK_ENV = "OPBENCH_TEST_HANG_OP"
 
 _CTX_RE = re.compile(r"^(cpu|gpu|cpu_pinned)\((\d+)\)$")
 
@@ -278,11 +280,16 @@ def add_opperf_keys(metrics: dict, op: str, engine: str, device: str, backward_r
 # The executor
 
 
-def _maybe_crash(spec: CaseSpec) -> None:
-    """The test-only crash hook (CRASH_HOOK_ENV)."""
-    target = os.environ.get(CRASH_HOOK_ENV)
-    if target and target == spec.params.get("op", spec.name):
+def _test_hooks(spec: CaseSpec) -> None:
+    """The test-only hooks (CRASH_HOOK_ENV, HANG_HOOK_ENV)."""
+    op = spec.params.get("op", spec.name)
+    names = {op, f"{op}[{spec.params.get('variant')}]"}
+    if os.environ.get(CRASH_HOOK_ENV) in names:
         os.kill(os.getpid(), signal.SIGKILL)
+    if os.environ.get(HANG_HOOK_ENV) in names:
+        import time
+
+        time.sleep(60)
 
 
 def _backward_decision(spec: CaseSpec, settings: RunSettings) -> Optional[str]:
@@ -313,7 +320,7 @@ def execute(spec: CaseSpec, options: dict) -> dict:
     materialized = materialize(spec, ctx=ctx)
     backward_reason = _backward_decision(spec, settings)
     workload = build_workload(materialized, backward_reason is None, device=ctx.device_type)
-    _maybe_crash(spec)
+    _test_hooks(spec)
     metrics = measure(workload, settings, engine, op, ctx, backward_reason)
     metrics["inputs"] = describe_inputs(spec)
     metrics["input_bytes"] = sum(_nbytes(a) for a in _arrays(materialized.args) + _arrays(materialized.kwargs))

@@ -1,0 +1,74 @@
+"""opperf's Python API names and shapes, on the real MXNet, at tiny sizes."""
+
+import pytest
+
+mx = pytest.importorskip("mxnet")
+
+from benchcore.errors import UsageError  # noqa: E402
+from opbench import api  # noqa: E402
+
+FAST = {"warmup": 1, "runs": 3}
+
+
+def test_run_performance_test_add_native():
+    result = api.run_performance_test(mx.nd.add, inputs=[{"lhs": (16, 16), "rhs": (16, 16)}], **FAST)
+    assert list(result[0]) == ["add"]
+    (entry,) = result[0]["add"]
+    assert entry["inputs"] == {"lhs": "(16, 16)", "rhs": "(16, 16)"}
+    assert entry["avg_time_forward_add"] > 0
+    assert entry["avg_time_backward_add"] > 0
+    assert entry["max_storage_mem_alloc_cpu/0"] >= 16 * 16 * 4
+
+
+def test_run_performance_test_list_shares_inputs_python_engine():
+    inputs = [{"lhs": (8, 8), "rhs": (8, 8)}, {"lhs": (4, 1), "rhs": (4, 1)}]
+    result = api.run_performance_test(["broadcast_add", mx.nd.broadcast_mul], inputs, profiler="python", **FAST)
+    assert [list(r) for r in result] == [["broadcast_add"], ["broadcast_mul"]]
+    for item, op in zip(result, ("broadcast_add", "broadcast_mul")):
+        entries = item[op]
+        assert len(entries) == 2  # one entry per input combination, never merged
+        for entry in entries:
+            assert set(entry) == {"inputs", f"avg_time_{op}", f"p50_time_{op}", f"p90_time_{op}", f"p99_time_{op}"}
+
+
+def test_internal_operator_without_code_edits():
+    result = api.run_performance_test(mx.nd._internal._copyto, inputs=[{"data": (8, 8), "out": (8, 8)}],
+                                      run_backward=False, **FAST)
+    (entry,) = result[0]["_copyto"]
+    assert entry["avg_time_forward__copyto"] > 0  # recorded by the profiler as CopyCPU2CPU
+
+
+def test_run_benchmark_operator_returns_nd_np_npx():
+    out = api.run_benchmark_operator("broadcast_add", size=(8, 8), printer=None, **FAST)
+    assert out["nd"]["function"] == "mx.nd.broadcast_add"
+    assert out["np"]["function"] == "mx.np.add"
+    assert out["np"]["result"][0]["inputs"] == {"x1": [8, 8], "x2": [8, 8]}  # lhs/rhs → x1/x2
+    assert out["npx"]["function"] is None and out["npx"]["reason"]
+
+    lines = []
+    gammas = {k: (8,) for k in ("gamma", "beta", "moving_mean", "moving_var")}
+    out = api.run_benchmark_operator("BatchNorm", size=(4, 8), additional_inputs=gammas, printer=lines.append, **FAST)
+    assert out["npx"]["function"] == "mx.npx.batch_norm"
+    assert out["npx"]["result"][0]["avg_time_forward_batch_norm"] > 0
+    assert out["nd"]["result"][0]["avg_time_forward_BatchNorm"] > 0
+    assert len(lines) == 3  # one printed line per module, as opperf printed
+
+
+def test_category_runner_tiny():
+    assert "run_rounding_benchmarks" in api.CATEGORY_RUNNERS
+    assert api.run_mx_binary_broadcast_operators_benchmarks is api.run_binary_broadcast_benchmarks
+    result = api.run_rounding_benchmarks(warmup=1, runs=2, tiny=True)
+    assert list(result) == sorted(result)
+    assert {"ceil", "floor", "round", "trunc"} <= set(result)
+    assert all("avg_time_forward_" + op in entries[0] for op, entries in result.items())
+
+
+def test_operators_with_no_benchmark_and_bad_input():
+    missing = api.get_operators_with_no_benchmark([{"abs": []}, "broadcast_add"])
+    assert "abs" not in missing and "broadcast_add" not in missing and "Convolution" in missing
+    with pytest.raises(UsageError):
+        api.run_performance_test("broadcast_add", [{"lhs": (2, 2), "rhs": (2, 2)}], profiler="bogus")
+    with pytest.raises(UsageError):
+        api.run_performance_test("broadcast_add", [{"lhs": (2, 2), "rhs": (2, 2)}], ctx="tpu")
+    with pytest.raises(UsageError):
+        api.int64_tensor_flag("ON")  # case-insensitive on, refused on this MXNet

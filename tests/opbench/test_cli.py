@@ -1,0 +1,209 @@
+"""`python -m opbench` in subprocesses: flags, reports, bad input, a crashing worker, resume."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("mxnet")
+
+from benchcore.report import Report  # noqa: E402
+from opbench.views import opperf_view, to_markdown  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[2]
+FAST = ["--tiny", "-w", "1", "-r", "2"]
+
+
+def _env(**extra):
+    env = {**os.environ, "PYTHONPATH": str(ROOT), **extra}
+    env.pop("OPBENCH_TEST_CRASH_OP", None)
+    env.update(extra)
+    return env
+
+
+def opbench(*args, cwd, env=None, timeout=120):
+    return subprocess.run([sys.executable, "-m", "opbench", *args], cwd=cwd, env=env or _env(),
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def _one_line_error(proc):
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("opbench: error: "), proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_sweep_writes_json_and_markdown(tmp_path):
+    proc = opbench("--ops", "broadcast_add,round", *FAST, "-f", "json,md", "-o", "r.json",
+                   cwd=tmp_path, env=_env(BENCH_PROGRESS="1"))
+    assert proc.returncode == 0, proc.stderr
+    assert "benchmarked 2 operators" in proc.stderr
+    assert "round" in proc.stderr and "/" in proc.stderr  # progress bar: case name, done/total
+    report = Report.load(tmp_path / "r.json")
+    assert report.suite == "opbench" and report.environment["mxnet"]["version"]
+    assert report.settings["warmup"] == 1 and report.settings["runs"] == 2 and report.settings["seed"] == 41
+    ops = [r.spec.params["op"] for r in report.results]
+    assert ops == sorted(ops) and set(ops) == {"broadcast_add", "round"}
+    assert all(r.status == "ok" for r in report.results)
+    assert "no_benchmark" in report.extra and "skipped" in report.extra
+    view = opperf_view(report)
+    assert list(view) == ["broadcast_add", "round"]
+    assert len(view["broadcast_add"]) == sum(op == "broadcast_add" for op in ops)
+    assert "max_storage_mem_alloc_cpu/0" in view["round"][0]
+    md = (tmp_path / "r.md").read_text()
+    assert md == to_markdown(report) + "\n"
+    assert "# Runtime Features" in md and "# Benchmark Results" in md
+    assert "| Operator " in md and "Max Mem Usage (Storage) (Bytes)" in md and "IQR (ms)" in md
+    assert not (tmp_path / "r.json.checkpoint.jsonl").exists()
+
+
+def test_python_engine_and_selection_flags(tmp_path):
+    proc = opbench("--category", "rounding", "--exclude", "c*,fix", "-p", "python", "--dtype", "float64",
+                   "--ctx", "cpu(0)", "--int64-tensor", "OFF", "--threads", "1", "--timeout", "60",
+                   "--seed", "7", "--no-isolation", *FAST, "-f", "md", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    md = (tmp_path / "mxnet_operator_benchmarks.md").read_text()
+    header = [cell.strip() for cell in md.split("# Benchmark Results")[1].split("\n| ")[1].split("|")]
+    assert header[:6] == ["Operator", "Avg Time (ms)", "P50 Time (ms)", "P90 Time (ms)", "P99 Time (ms)", "Inputs"]
+    assert "floor" in md and "ceil" not in md and "| fix" not in md
+
+
+def test_default_output_and_overwrite(tmp_path):
+    assert opbench("--ops", "round", *FAST, "--no-isolation", cwd=tmp_path).returncode == 0
+    out = tmp_path / "mxnet_operator_benchmarks.json"
+    data = json.loads(out.read_text())
+    assert data["settings"]["profiler"] == "native"
+    _one_line_error(opbench("--ops", "round", *FAST, cwd=tmp_path))  # exists: refused
+    assert opbench("--ops", "round", *FAST, "--overwrite", "--no-isolation", cwd=tmp_path).returncode == 0
+
+
+def test_shards_partition_the_cases(tmp_path):
+    keys = []
+    for k in (1, 2):
+        proc = opbench("--ops", "broadcast_add", *FAST, "--no-isolation", "--shard", f"{k}/2", "-o", f"s{k}.json",
+                       cwd=tmp_path)
+        assert proc.returncode == 0, proc.stderr
+        report = Report.load(tmp_path / f"s{k}.json")
+        assert report.settings["shard"] == f"{k}/2"
+        keys.append({r.spec.key for r in report.results})
+    assert keys[0] and keys[1] and not keys[0] & keys[1]
+    proc = opbench("merge", "s1.json", "s2.json", "-o", "all.json", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert {r.spec.key for r in Report.load(tmp_path / "all.json").results} == keys[0] | keys[1]
+
+
+def test_list(tmp_path):
+    proc = opbench("--list", cwd=tmp_path)
+    assert proc.returncode == 0
+    header = proc.stdout.splitlines()[0].split()
+    assert header == ["operator", "category", "has_backward", "input", "rule"]
+    assert any(line.split()[:2] == ["Convolution", "convolution"] for line in proc.stdout.splitlines())
+    proc = opbench("--list", "--all", cwd=tmp_path)
+    assert proc.returncode == 0
+    assert "_backward_" in proc.stdout and "deprecated alias" in proc.stdout
+
+
+BAD_INPUTS = [
+    ["--ops", "no_such_operator"],
+    ["--ops", "nosuch*"],
+    ["--exclude", "no_such_operator"],
+    ["--ctx", "gpu(x)"],
+    ["--ctx", "tpu"],
+    ["--ctx", "gpu"],  # this MXNet has no CUDA
+    ["--dtype", "float8"],
+    ["-p", "bogus"],
+    ["--int64-tensor", "on"],  # the pip wheel lacks INT64_TENSOR_SIZE
+    ["--int64-tensor", "maybe"],
+    ["--category", "nonsense"],
+    ["-f", "xml"],
+    ["--shard", "3/2"],
+    ["-w", "-1"],
+    ["-o", "missing_folder/x.json"],
+    ["-o", "afile/x.json"],  # parent is a file
+    ["--all"],
+]
+
+
+@pytest.mark.parametrize("args", BAD_INPUTS, ids=lambda a: " ".join(a))
+def test_bad_input_is_one_line_and_exit_2(tmp_path, args):
+    (tmp_path / "afile").write_text("")
+    extra = [] if "--ops" in args else ["--ops", "round"]
+    proc = opbench(*args, *extra, *FAST, cwd=tmp_path, timeout=60)
+    _one_line_error(proc)
+    assert not list(tmp_path.glob("mxnet_operator_benchmarks*"))
+
+
+def test_gpu_message_names_the_cuda_package(tmp_path):
+    proc = opbench("--ctx", "gpu(0)", "--ops", "round", *FAST, cwd=tmp_path)
+    _one_line_error(proc)
+    assert "no CUDA" in proc.stderr and "mxnet-cu" in proc.stderr
+
+
+def _first_case(op):
+    from opbench.cases import generate_cases
+
+    spec = generate_cases(ops=[op], tiny=True)[0][0]
+    return f"{op}[{spec.params['variant']}]", spec.key
+
+
+def test_killed_worker_still_reports_every_other_case(tmp_path):
+    label, key = _first_case("round")
+    env = _env(OPBENCH_TEST_CRASH_OP=label)
+    proc = opbench("--ops", "broadcast_add,round", *FAST, "-o", "r.json", cwd=tmp_path, env=env)
+    assert proc.returncode == 1, proc.stderr
+    report = Report.load(tmp_path / "r.json")
+    statuses = {r.spec.key: r.status for r in report.results}
+    assert statuses.pop(key) == "crashed"
+    assert len(statuses) >= 3 and set(statuses.values()) == {"ok"}  # every other case, measured
+    assert "SIGKILL" in proc.stderr and "failed 1 case" in proc.stderr
+
+
+def _children(pid):
+    try:
+        return [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except OSError:
+        return []
+
+
+def test_resume_after_interruption(tmp_path):
+    label, key = _first_case("round")
+    args = ["--ops", "broadcast_add,round", *FAST, "-o", "r.json"]
+    process = subprocess.Popen([sys.executable, "-m", "opbench", *args], cwd=tmp_path,
+                               env=_env(OPBENCH_TEST_HANG_OP=label),
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    checkpoint = tmp_path / "r.json.checkpoint.jsonl"
+    deadline = time.time() + 60
+    while time.time() < deadline and process.poll() is None:  # broadcast_add's cases done, round hangs
+        if checkpoint.exists() and len(checkpoint.read_text().splitlines()) >= 3:
+            break
+        time.sleep(0.05)
+    assert process.poll() is None, "the sweep ended before it could be interrupted"
+    workers = _children(process.pid)
+    process.send_signal(signal.SIGKILL)  # the harshest interruption: no cleanup at all
+    process.wait()
+    for pid in workers:
+        os.kill(pid, signal.SIGKILL)
+    done_before = {json.loads(line)["key"] for line in checkpoint.read_text().splitlines() if line.strip()}
+    assert key not in done_before and not (tmp_path / "r.json").exists()
+
+    _one_line_error(opbench(*args, cwd=tmp_path))  # a checkpoint is there: --resume or delete it
+    proc = opbench(*args, "--resume", "--no-isolation", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    report = Report.load(tmp_path / "r.json")
+    keys = {r.spec.key for r in report.results}
+    assert done_before < keys and key in keys and len(keys) == len(report.results)
+    assert not checkpoint.exists()
+
+
+def test_report_commands_are_dispatched(tmp_path):
+    proc = opbench("--ops", "round", *FAST, "--no-isolation", "-o", "a.json", "-f", "json", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    proc = opbench("compare", "a.json", "a.json", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "round" in proc.stdout
+    _one_line_error(opbench("compare", "a.json", "missing.json", cwd=tmp_path))

@@ -1,0 +1,82 @@
+"""Both engines on real operators at tiny sizes, through the worker-side executor."""
+
+import pytest
+
+mx = pytest.importorskip("mxnet")
+
+from benchcore.case import CaseSpec  # noqa: E402
+from benchcore.stats import Measurement  # noqa: E402
+from opbench.cases import spec_from_inputs  # noqa: E402
+from opbench.mxnet_backend import execute  # noqa: E402
+
+OPTIONS = {"settings": {"warmup": 1, "runs": 4}}
+
+
+def _run(spec, engine):
+    return execute(spec, {**OPTIONS, "profiler": engine})
+
+
+def _with_backward(spec):
+    """Force backward on: the registry only sees `_backward_<name>`, not `_backward_SliceChannel`
+    for split, nor batch_dot's gradient made of batch_dot calls."""
+    return CaseSpec(spec.suite, spec.name, {**spec.params, "run_backward": True})
+
+
+@pytest.mark.parametrize("engine", ["native", "python"])
+def test_broadcast_add_forward_and_backward(engine):
+    spec = spec_from_inputs("broadcast_add", {"lhs": (32, 16), "rhs": (32, 1)}, run_backward=True)
+    m = _run(spec, engine)
+    forward, backward = Measurement.from_dict(m["forward"]), Measurement.from_dict(m["backward"])
+    assert forward.n == 4 and backward.n == 4
+    assert m["timed_total_ms"] >= sum(forward.samples_ms) + sum(backward.samples_ms)
+    assert m["inputs"] == {"lhs": "(32, 16)", "rhs": "(32, 1)"}
+    assert m["input_bytes"] == (32 * 16 + 32) * 4
+    for key in m["opperf_keys"]:
+        assert key in m
+    if engine == "native":
+        assert m["avg_time_forward_broadcast_add"] > 0
+        assert m["avg_time_backward_broadcast_add"] > 0
+        assert m["profiler"]["forward"]["source"] == "entry broadcast_add"
+        assert "_backward_broadcast_add" in m["profiler"]["backward"]["entries"]
+        # outputs and head gradients, in bytes (at least one 32x16 float32 output)
+        assert m["max_storage_mem_alloc_cpu/0"] >= 32 * 16 * 4
+        assert m["missing"] == {}
+    else:
+        assert m[f"p50_time_broadcast_add"] <= m[f"p99_time_broadcast_add"]
+        assert m["avg_time_broadcast_add"] > 0
+        assert "peak_bytes" in m["missing"]  # the python engine says why it has no memory figure
+
+
+def test_aliased_forward_names_are_found():
+    for op, inputs, recorded in (("cast", {"data": (16, 16), "dtype": "float16"}, "Cast"),
+                                 ("split", {"data": (16, 16), "num_outputs": 2}, "SliceChannel")):
+        m = _run(_with_backward(spec_from_inputs(op, inputs, run_backward=True)), "native")
+        assert m["profiler"]["forward"]["source"] == f"entry {recorded}"
+        assert m[f"avg_time_forward_{op}"] is not None and m[f"avg_time_backward_{op}"] is not None
+
+
+def test_batch_dot_backward_is_backward():
+    """batch_dot registers no _backward_batch_dot; its gradient runs batch_dot twice."""
+    spec = spec_from_inputs("batch_dot", {"lhs": (2, 8, 8), "rhs": (2, 8, 8)}, run_backward=True)
+    m = _run(_with_backward(spec), "native")
+    assert m["profiler"]["forward"]["entries"]["batch_dot"]["count"] == 4
+    assert m["profiler"]["backward"]["entries"]["batch_dot"]["count"] == 8
+    assert m["avg_time_backward_batch_dot"] > 0
+
+
+def test_missing_backward_is_null_with_reason():
+    spec = spec_from_inputs("broadcast_add", {"lhs": (8, 8), "rhs": (8, 8)}, run_backward=False)
+    m = _run(spec, "native")
+    assert m["avg_time_backward_broadcast_add"] is None
+    assert m["missing"]["avg_time_backward_broadcast_add"]
+    assert m["backward"] is None
+
+
+def test_memory_is_per_case():
+    """A big case first must not inflate a small case's peak (opperf's pool counter did)."""
+    big = spec_from_inputs("broadcast_add", {"lhs": (512, 512), "rhs": (512, 512)}, run_backward=True)
+    small = spec_from_inputs("broadcast_mul", {"lhs": (4, 4), "rhs": (4, 4)}, run_backward=False)
+    first = _run(big, "native")["max_storage_mem_alloc_cpu/0"]
+    second = _run(small, "native")["max_storage_mem_alloc_cpu/0"]
+    assert first >= 512 * 512 * 4
+    assert second < 4096  # a few 4x4 float32 outputs, not the big case's megabytes
