@@ -599,8 +599,8 @@ def materialize(spec: CaseSpec, ctx: Any = None, given: Optional[Dict[str, Any]]
     hidden = [a for a in kwargs if a not in info.arg_names and a not in ("out", "ctx")]
     fn = None if hidden else _op_function(name)
     if fn is None:
-        tensor_order = [a for a in info.arg_names if a in arrays] + hidden
-        inputs = list(args) + [kwargs[a] for a in tensor_order if not isinstance(kwargs[a], list)]
+        tensor_order = [a for a in info.arg_names if a in arrays and a in kwargs] + hidden
+        inputs = list(args) + [kwargs[a] for a in tensor_order]
         scalars = {k: v for k, v in kwargs.items() if k not in tensor_order and k != "out"}
         call = _raw_invoker(name, inputs, scalars, kwargs.get("out"))
     else:
