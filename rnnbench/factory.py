@@ -133,6 +133,15 @@ def scripting_enabled() -> bool:
     return bool(torch.jit._state._enabled)
 
 
+def require_eager(runner: str) -> None:
+    """The eager (`py`) runners run only with TorchScript off, as in fastrnns, where they ran
+    under PYTORCH_JIT=0; their runner context switches it off for exactly their span."""
+    if scripting_enabled():
+        raise UsageError(f"the {runner} runner measures eager PyTorch and runs only with "
+                         f"TorchScript off: use it through its runner context "
+                         f"(runners.get_runner({runner!r}).context()) or set PYTORCH_JIT=0")
+
+
 _SCRIPTED: dict = {}
 
 
@@ -405,10 +414,8 @@ def handwritten_creator(variant: str, script: bool) -> Callable[..., ModelDef]:
     def creator(seqLength: int = 100, numLayers: int = 1, inputSize: int = 512,
                 hiddenSize: int = 512, miniBatch: int = 64, device: str = "cpu",
                 seed: Optional[int] = None) -> ModelDef:
-        if not script and scripting_enabled():
-            raise UsageError("the py runner measures eager PyTorch and runs only with "
-                             "TorchScript off: use it through its runner context "
-                             "(runners.get_runner('py').context()) or set PYTORCH_JIT=0")
+        if not script:
+            require_eager("py")
         wrap = scripted if script else (lambda fn: fn)
         data = lstm_data(seqLength, numLayers, inputSize, hiddenSize, miniBatch, device, seed)
         params = data.params
@@ -446,11 +453,14 @@ def custom_lstm_creator(stack_fn: Callable, script: bool = False) -> Callable[..
 
 
 def varlen_creator(script: bool) -> Callable[..., ModelDef]:
-    """Variable-length batch run one sequence at a time by the hand-written LSTM."""
+    """Variable-length batch run one sequence at a time by the hand-written LSTM
+    (script=False is `vl_py`, which like `py` runs only with TorchScript off)."""
 
     def creator(seqLength: int = 100, numLayers: int = 1, inputSize: int = 512,
                 hiddenSize: int = 512, miniBatch: int = 64, device: str = "cpu",
                 seed: Optional[int] = None, *, lengths: tuple = VARLEN_LENGTHS) -> ModelDef:
+        if not script:
+            require_eager("vl_py")
         stack = scripted(cells.varlen_stack) if script else cells.varlen_stack
         data = lstm_data(seqLength, numLayers, inputSize, hiddenSize, miniBatch, device, seed,
                          variable_length=True, lengths=lengths)
@@ -658,7 +668,9 @@ def resnet_creator(arch: str, jit: bool) -> Callable[..., ModelDef]:
                 # harmless here, because the traced model is only ever run on these shapes.
                 warnings.filterwarnings("ignore", category=torch.jit.TracerWarning,
                                         message="Converting a tensor to a Python boolean")
-                forward = torch.jit.trace(model, (images,))
+                # check_trace would re-run and re-trace the whole network only to compare
+                # the two traces; for these static models it doubles creation time.
+                forward = torch.jit.trace(model, (images,), check_trace=False)
         names, params = zip(*model.named_parameters())
         return ModelDef(inputs=[images], params=list(params), forward=forward,
                         backward_setup=grad_setup(dev, seed), backward=run_backward,

@@ -135,8 +135,11 @@ def test_resnets_run_forward_and_backward_with_torchvision_parameter_counts(name
     md = _build(name, miniBatch=2, imageSize=32, seed=2)
     assert sum(p.numel() for p in md.params) == count
     assert md.inputs[0].shape == (2, 3, 32, 32)
-    assert md.forward(*md.inputs).shape == (2, 1000)
-    _iterate(md, times=1)
+    work = factory.modeldef_to_workload(md, "cpu")
+    out = work.forward()
+    assert out.shape == (2, 1000)
+    work.backward(work.backward_setup(out))
+    work.zero_grad()
 
 
 def test_resnet_default_input_is_fastrnns_batch_of_224_images():
@@ -180,8 +183,9 @@ def test_aten_context_disables_and_restores_cudnn():
     assert torch.backends.cudnn.enabled == before
 
 
-def test_py_runs_with_scripting_off_and_refuses_otherwise():
-    runner = runners.get_runner("py")
+@pytest.mark.parametrize("name", ["py", "vl_py"])
+def test_py_runs_with_scripting_off_and_refuses_otherwise(name):
+    runner = runners.get_runner(name)
     with pytest.raises(UsageError, match="TorchScript"):
         runner.creator(**TINY)
     with runner.context():
