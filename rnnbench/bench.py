@@ -61,17 +61,14 @@ def default_lists() -> Dict[str, Sequence[str]]:
 # Validation shared by the CLI subcommands (parent side, before any case runs)
 
 
-def check_sizes(sizes: Dict[str, int]) -> None:
-    for name, value in sizes.items():
-        if value is None or int(value) < 1:
-            raise UsageError(f"--{name} must be a positive integer, got {value}")
-
-
 def check_fuser(fuser: str, executor: Optional[str]) -> None:
-    if fuser not in FUSERS:
-        raise UsageError(f"unknown fuser {fuser!r}; choose one of {', '.join(FUSERS)}")
-    if executor is not None and executor not in EXECUTORS:
-        raise UsageError(f"unknown executor {executor!r}; choose one of {', '.join(EXECUTORS)}")
+    """Validate --fuser/--executor against the runners module's list (the contexts' truth)."""
+    from .runners import EXECUTORS as executors, FUSERS as fusers
+
+    if fuser not in fusers:
+        raise UsageError(f"unknown fuser {fuser!r}; choose one of {', '.join(fusers)}")
+    if executor is not None and executor not in executors:
+        raise UsageError(f"unknown executor {executor!r}; choose one of {', '.join(executors)}")
 
 
 def cuda_available() -> bool:
@@ -93,10 +90,10 @@ def check_device(device: str) -> None:
 
 
 def check_runners(names: Sequence[str], device: str) -> List:
-    """Resolve runner names (unknown → UsageError listing the valid ones, from get_runner)."""
-    from .runners import get_runner
+    """Resolve runner names; every unknown one is named at once, with the valid ones."""
+    from .runners import get_runners
 
-    resolved = [get_runner(name) for name in names]
+    resolved = get_runners(list(names))
     cuda_only = [r.name for r in resolved if getattr(r, "cuda_only", False)]
     if cuda_only and not device.startswith("cuda"):
         raise UsageError(f"runner(s) {', '.join(cuda_only)} need CUDA; drop them or use --device cuda on a CUDA machine")
