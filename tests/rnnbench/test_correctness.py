@@ -29,7 +29,7 @@ def test_runner_matches_reference(name, num_layers):
 @pytest.fixture(scope="module")
 def compile_results():
     """torch.compile takes seconds per model: compile each runner once per layer count."""
-    return {layers: correctness.check_runners(COMPILE, numLayers=layers, seqLength=3,
+    return {layers: correctness.check_runners(COMPILE, numLayers=layers, seqLength=2,
                                               inputSize=8, hiddenSize=8, miniBatch=3)
             for layers in (1, 2)}
 
@@ -42,7 +42,7 @@ def test_compile_runners_match_reference(compile_results, num_layers):
 
 
 def test_compile_reports_compile_time_separately(compile_results):
-    md = runners.get_runner("compile").creator(seqLength=3, numLayers=1, inputSize=8,
+    md = runners.get_runner("compile").creator(seqLength=2, numLayers=1, inputSize=8,
                                                hiddenSize=8, miniBatch=3, seed=17)
     assert {"compile_s", "compile_forward_s", "compile_backward_s"} <= set(md.info)
     assert md.info["compile_s"] >= md.info["compile_forward_s"] > 0
@@ -170,3 +170,37 @@ def test_result_serialises():
     data = result.to_dict()
     assert data["runner"] == "cudnn" and data["passed"] is True
     assert set(data["max_abs_diff"]) == {"output", "h", "c", "grads"}
+
+
+@pytest.mark.parametrize("fuser", ["te", "old", "none"])
+def test_jit_runners_stay_correct_under_each_fuser_once_optimised(fuser):
+    """The profiling executor optimises from the third call on: check past that point, at the
+    two layers where fastrnns' jit_multilayer broke under te."""
+    with runners.fuser_context(fuser):
+        for _ in range(3):
+            results = correctness.check_runners(["jit", "jit_multilayer"], numLayers=2, **SMALL)
+    assert all(r.passed for r in results), correctness.format_results(results)
+
+
+def test_gradients_are_compared_relative_to_their_scale():
+    """At default sizes the layer-norm LSTM's gradients reach ~4e4, where float32 resolution
+    alone is ~4e-3: an absolute 1e-3 would fail correct code. Scaled, a 10 in 4e4 passes and a
+    wrong gradient does not; small gradients keep the absolute tolerance."""
+    reference = torch.full((3, 3), 4e4)
+    tol = correctness.Tolerance()
+    assert correctness.grad_scale(reference, tol) == 4e4
+    assert correctness.grads_close(reference + 10, reference, tol)
+    assert not correctness.grads_close(reference * 1.01, reference, tol)
+    assert not correctness.grads_close(reference + 10, reference,
+                                       correctness.Tolerance(scale_grads=False))
+    small = torch.full((3,), 0.5)
+    assert correctness.grad_scale(small, tol) == 1.0
+    assert not correctness.grads_close(small + 2e-3, small, tol)
+
+
+def test_check_records_the_gradient_scales():
+    result = correctness.check_runner("jit", numLayers=1, **SMALL)
+    assert set(result.grad_scale) == set(result.max_abs_diff["grads"])
+    assert all(scale >= 1.0 for scale in result.grad_scale.values())
+    unscaled = correctness.check_runner("jit", numLayers=1, scale_grads=False, **SMALL)
+    assert unscaled.passed and set(unscaled.grad_scale.values()) == {1.0}
