@@ -16,11 +16,11 @@ names (`run_mx_unary_operators_benchmarks`, …) are provided as aliases.
 from __future__ import annotations
 
 import inspect
-from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Union
+from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence
 
 from benchcore.case import CaseSpec, Workload
 from benchcore.errors import UsageError
-from benchcore.report import CaseResult, Report
+from benchcore.report import CaseResult
 from benchcore.runner import RunSettings
 
 EXECUTOR = "opbench.mxnet_backend:execute"

@@ -81,7 +81,24 @@ def build_parser() -> ArgumentParser:
     select.add_argument("--all", action="store_true", help="with --list: also the filtered operators, with the reason")
     select.add_argument("--tiny", action="store_true", help=argparse.SUPPRESS)
     add_run_arguments(parser)
+    _lower_worker_memory_limit(parser)
     return parser
+
+
+#: A worker is restarted after a case that leaves it above this resident memory. MXNet keeps
+#: the largest temporary workspace and MKLDNN caches for the life of the process (about 1 GiB
+#: after the 2-D Convolution case); restarting above 1 GiB keeps the full default sweep, parent
+#: plus worker, under 3 GiB and costs two restarts (scripts/opbench_figures).
+WORKER_MEMORY_LIMIT_GB = 1.0
+
+
+def _lower_worker_memory_limit(parser) -> None:
+    for action in parser._actions:
+        if action.dest == "memory_limit_gb":
+            action.default = WORKER_MEMORY_LIMIT_GB
+            action.help = (f"restart the worker process after a case that leaves it above this resident "
+                           f"memory (default {WORKER_MEMORY_LIMIT_GB:g} for opbench: MXNet keeps workspace "
+                           f"between cases)")
 
 
 # ---------------------------------------------------------------------------------------------

@@ -29,7 +29,7 @@ from __future__ import annotations
 import os
 import re
 import signal
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Dict, List, Optional
 
 from benchcore.case import CaseSpec, Workload
@@ -334,7 +334,18 @@ def execute(spec: CaseSpec, options: dict) -> dict:
     metrics["inputs"] = describe_inputs(spec)
     metrics["input_bytes"] = sum(_nbytes(a) for a in _arrays(materialized.args) + _arrays(materialized.kwargs))
     metrics["threads"] = options.get("threads")
+    metrics["rss_after_bytes"] = _resident_bytes()
     return metrics
+
+
+def _resident_bytes() -> Optional[int]:
+    """This process's resident memory now: what a case leaves behind in a reused worker
+    (MXNet keeps temporary workspace and MKLDNN caches between cases)."""
+    try:
+        with open("/proc/self/statm") as handle:
+            return int(handle.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def measure(workload: Workload, settings: RunSettings, engine: str, op: str, ctx,

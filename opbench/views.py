@@ -11,7 +11,7 @@ engine one whole iteration (forward plus backward when it ran), as opperf's pyth
 from __future__ import annotations
 
 import json
-from typing import Dict, List, Optional
+from typing import Dict, List
 
 from benchcore.report import CaseResult, Report
 from benchcore.stats import Measurement
