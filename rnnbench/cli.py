@@ -69,9 +69,11 @@ def _bench_parser(sub) -> None:
     p.add_argument("--cnns", nargs="*", default=None, help="CNN runners (default: resnet18 resnet18_jit resnet50 resnet50_jit)")
     p.add_argument("--group", nargs="*", default=["cnns", "rnns"], choices=("cnns", "rnns"),
                    help="groups to run (default: cnns rnns)")
-    p.add_argument("--output-format", choices=("json", "md"), default=None,
-                   help="report format (default: from --output-file's extension, else json)")
-    p.add_argument("--output-file", default=None, help="write the report here (JSON with environment metadata, or Markdown)")
+    p.add_argument("--output-format", default=None, metavar="json|md|json,md",
+                   help="report format; json,md writes both next to each other (default: from --output-file's "
+                        "extension, else json); without --output-file the report goes to stdout")
+    p.add_argument("--output-file", default=None,
+                   help="write the report here (JSON with environment metadata, or its Markdown view)")
     core_cli.add_run_arguments(p)
     # ResNet-50 at fastrnns' sizes takes seconds per iteration on a CPU: 110 of them pass
     # benchcore's 600 s default, so a default CPU sweep would time out.
@@ -149,16 +151,36 @@ def _set_threads(threads: Optional[int]) -> None:
 # bench
 
 
-def _output_target(args) -> Optional[tuple]:
+def _formats(text: Optional[str]) -> List[str]:
+    if text is None:
+        return []
+    formats = [part.strip() for part in text.split(",") if part.strip()]
+    if not formats or any(f not in ("json", "md") for f in formats):
+        raise UsageError(f"--output-format {text!r} is not json, md or json,md; choose one of those")
+    return list(dict.fromkeys(formats))
+
+
+def _output_targets(args) -> dict:
+    """{format: path} to write; empty without --output-file. Both formats share one stem."""
     if not args.output_file:
-        return None
+        return {}
     path = Path(args.output_file).expanduser()
-    fmt = args.output_format or ("md" if path.suffix.lower() in (".md", ".markdown") else "json")
-    if path.exists() and not args.overwrite:
-        raise UsageError(f"output file {path} already exists; choose another path or pass --overwrite")
-    if not path.parent.is_dir():
-        raise UsageError(f"cannot write {path}: folder {path.parent} does not exist; create it or choose another path")
-    return path, fmt
+    formats = _formats(args.output_format) or ["md" if path.suffix.lower() in (".md", ".markdown") else "json"]
+    if len(formats) == 1:
+        targets = {formats[0]: path}
+    else:
+        stem = path.with_suffix("") if path.suffix.lower() in (".json", ".md") else path
+        targets = {fmt: stem.with_name(f"{stem.name}.{fmt}") for fmt in formats}
+    for target in targets.values():
+        if target.exists() and not args.overwrite:
+            raise UsageError(f"output file {target} already exists; choose another path or pass --overwrite")
+        if not target.parent.is_dir():
+            raise UsageError(f"cannot write {target}: folder {target.parent} does not exist; create it or choose another path")
+    return targets
+
+
+def _render(report, fmt: str) -> str:
+    return report.to_json() + "\n" if fmt == "json" else bench.markdown_report(report)
 
 
 def _bench(args, argv: Sequence[str]) -> int:
@@ -170,7 +192,8 @@ def _bench(args, argv: Sequence[str]) -> int:
     args.device = _resolve_device(args.device)
     if args.resume and not args.output_file:
         raise UsageError("--resume needs --output-file (the checkpoint lives next to it)")
-    target = _output_target(args)
+    targets = _output_targets(args)
+    stdout_formats = _formats(args.output_format) if not targets else []
     specs = bench.build_specs(args)
     if not specs:
         raise UsageError("nothing to run: --group selected no runners; use --group rnns and/or cnns, or --variable-lstms")
@@ -178,7 +201,7 @@ def _bench(args, argv: Sequence[str]) -> int:
 
     settings = core_cli.run_settings_from(args, warmup=args.warmup, runs=args.nloops)
     options = {"settings": settings.to_dict(), "threads": args.threads, "seed": args.seed}
-    checkpoint = core_cli.checkpoint_path_for(target[0]) if target else None
+    checkpoint = core_cli.checkpoint_path_for(targets.get("json") or targets["md"]) if targets else None
     results = core_cli.sweep(specs, bench.EXECUTOR, options, args, checkpoint)
 
     report = Report(
@@ -200,15 +223,17 @@ def _bench(args, argv: Sequence[str]) -> int:
     elif args.print_json == "pep":
         for line in bench.pep_lines(results):
             print(line)
-    if target:
-        path, fmt = target
-        text = report.to_json() + "\n" if fmt == "json" else bench.markdown_report(report)
-        write_text_atomic(path, text, overwrite=args.overwrite)
-        if checkpoint and checkpoint.exists():
-            checkpoint.unlink()  # the report now holds every result
+    for fmt, path in targets.items():
+        try:
+            write_text_atomic(path, _render(report, fmt), overwrite=args.overwrite)
+        except UsageError as exc:
+            raise UsageError(f"{exc}; the measured cases are kept in {checkpoint} (rerun with the same --output-file and --resume)") from None
         _err(f"{PROG}: report written to {path}")
-    elif args.output_format and not args.print_json:
-        print(report.to_json() if args.output_format == "json" else bench.markdown_report(report))
+    if checkpoint and checkpoint.exists():
+        checkpoint.unlink()  # the report now holds every result
+    if not args.print_json:
+        for fmt in stdout_formats:
+            sys.stdout.write(_render(report, fmt))
     return 1 if report.failures else 0
 
 

@@ -94,6 +94,16 @@ def test_markdown_report(tmp_path, capsys):
     assert "| cudnn" in text and "Fwd median (ms)" in text and "- torch:" in text
 
 
+def test_both_formats_share_a_stem_and_bad_format_is_usage_error(tmp_path, capsys):
+    code, _, err = run(capsys, "bench", *TINY, *FAST, "--rnns", "py", "--output-format", "json,md",
+                       "--output-file", str(tmp_path / "both.json"))
+    assert code == 0, err
+    assert Report.load(tmp_path / "both.json").results[0].spec.name == "py"
+    assert "| py" in (tmp_path / "both.md").read_text()
+    code, _, err = run(capsys, "bench", *TINY, *FAST, "--rnns", "py", "--output-format", "csv")
+    assert code == 2 and "--output-format 'csv'" in err
+
+
 def test_reported_median_is_milliseconds(capsys):
     """The reported forward median agrees with a bare perf_counter loop over the same forward.
 
