@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Dict, List, Optional, Tuple
 
+from .gradients import IN_PLACE, NO_FGRADIENT, NO_OUTPUT, NO_TENSOR_INPUT
+
 # Deprecated aliases opperf leaves out, each mapped to the operator it duplicates, so the
 # reason shown to users names what to benchmark instead.
 DEPRECATED_ALIASES: Dict[str, str] = {
@@ -44,7 +46,33 @@ BACKWARD_OFF: Dict[str, str] = {
     "linalg_slogdet": _OPPERF_CHOICE,
     "moments": _OPPERF_CHOICE,
     "Embedding": _OPPERF_CHOICE,
-    "SequenceLast": "backward crashes mxnet 1.9.1 on CPU (double free, then segfault); opperf also skips it",
+    "SequenceLast": ("backward corrupts memory on mxnet 1.9.1 CPU (without sequence lengths: a zero "
+                     "gradient, then a double free and a segfault); opperf also skips it"),
+}
+
+# Selected operators MXNet cannot differentiate, with the reason; every other selected operator
+# is differentiable. This is a stored answer of the probe in opbench.gradients (autograd.record
+# + backward on tiny inputs, on the real MXNet), not a guess: tests/opbench/test_gradients.py
+# re-runs the probe and asserts this table equals it, so it cannot drift from the installed
+# MXNet. `python -m opbench.gradients` prints it afresh. On mxnet 1.9.1: 42 of the 256 selected
+# operators; 214 are differentiable, against opperf's 130 with a `_backward_<name>` operator.
+NOT_DIFFERENTIABLE: Dict[str, str] = {
+    **{op: NO_FGRADIENT for op in (
+        "adam_update", "all_finite", "argmax_channel", "fill_element_0index", "ftml_update",
+        "ftrl_update", "khatri_rao", "lamb_update_phase1", "lamb_update_phase2",
+        "mp_lamb_update_phase1", "mp_lamb_update_phase2", "mp_nag_mom_update", "mp_sgd_mom_update",
+        "mp_sgd_update", "multi_all_finite", "multi_lars", "multi_sum_sq", "nag_mom_update",
+        "rmsprop_update", "rmspropalex_update", "sgd_mom_update", "sgd_update", "shuffle",
+        "signsgd_update", "signum_update")},
+    **{op: IN_PLACE for op in (
+        "multi_mp_sgd_mom_update", "multi_mp_sgd_update", "multi_sgd_mom_update", "multi_sgd_update",
+        "preloaded_multi_mp_sgd_mom_update", "preloaded_multi_mp_sgd_update",
+        "preloaded_multi_sgd_mom_update", "preloaded_multi_sgd_update")},
+    **{op: NO_TENSOR_INPUT for op in (
+        "random_exponential", "random_gamma", "random_generalized_negative_binomial",
+        "random_negative_binomial", "random_normal", "random_poisson", "random_randint",
+        "random_uniform")},
+    "reset_arrays": NO_OUTPUT,
 }
 
 
@@ -53,7 +81,12 @@ class OperatorInfo:
     """One registered MXNet operator as the registry describes it.
 
     has_backward follows opperf's definition (a `_backward_<name>` operator is registered), so
-    the count matches its figures; `backward_off` says why backward is nevertheless not timed.
+    the count matches its figures (130 on mxnet 1.9.1). `differentiable` is whether MXNet can
+    take the operator's gradient at all (NOT_DIFFERENTIABLE, checked against the real MXNet):
+    a superset, which also holds operators whose backward is registered under another name
+    (split: `_backward_SliceChannel`) or made of other operators (batch_dot, exp). It is None
+    for operators outside the selection, which are not probed. `backward_off` says why a
+    differentiable operator's backward is nevertheless not timed.
     """
 
     name: str
@@ -64,11 +97,23 @@ class OperatorInfo:
     selected: bool
     reason: Optional[str] = None
     backward_off: Optional[str] = None
+    differentiable: Optional[bool] = None
+    not_differentiable: Optional[str] = None
 
     @property
     def runs_backward(self) -> bool:
-        """Whether a backward pass is timed for this operator."""
-        return self.has_backward and self.backward_off is None
+        """Whether a backward pass is timed for this operator (unprobed ones: opperf's rule)."""
+        able = self.has_backward if self.differentiable is None else self.differentiable
+        return able and self.backward_off is None
+
+    @property
+    def no_backward_reason(self) -> Optional[str]:
+        """Why no backward is timed for this operator, or None when it is."""
+        if self.differentiable is False:
+            return self.not_differentiable
+        if self.differentiable is None and not self.has_backward:
+            return f"no _backward_{self.name} registered (operator outside the probed selection)"
+        return self.backward_off
 
     def arg_type(self, arg: str) -> Optional[str]:
         try:
@@ -127,6 +172,8 @@ def _scan() -> Tuple[OperatorInfo, ...]:
                 selected=reason is None,
                 reason=reason,
                 backward_off=BACKWARD_OFF.get(name),
+                differentiable=(name not in NOT_DIFFERENTIABLE) if reason is None else None,
+                not_differentiable=NOT_DIFFERENTIABLE.get(name),
             )
         )
     return tuple(infos)

@@ -1,0 +1,189 @@
+"""Which operators MXNet can differentiate: the probe behind registry.NOT_DIFFERENTIABLE.
+
+opperf's `has_backward` only asks whether an operator named `_backward_<op>` is registered.
+That misses operators whose backward is registered under another name (split's is
+`_backward_SliceChannel`) and every operator whose gradient is made of other operators
+(batch_dot's gradient is two batch_dots, exp's is a multiplication by its output). The
+question that matters for timing a backward pass is whether autograd can take the gradient,
+and only MXNet can answer it: this module asks it, at tiny shapes.
+
+`probe_one(op)` builds the operator's first tiny input combination whose backward is not
+marked off in its rule, the same way a timed case does (opbench.cases.materialize with
+backward planned: gradients on the inputs the rule marks, or on every floating-point input
+the operator does not write when it marks none), records one call with autograd and runs
+backward from every output with head gradients of ones. The answer is one of:
+
+- differentiable: backward ran and every input with a gradient got one;
+- NO_FGRADIENT: MXNet raised "... is non-differentiable because it didn't register FGradient";
+- NO_TENSOR_INPUT: the operator takes no tensor (random_normal: only shape and parameters);
+- NO_OUTPUT: the operator returns nothing (it writes its inputs in place: reset_arrays);
+- IN_PLACE: autograd refuses to record it, because it writes its inputs in place (the
+  multi-tensor optimizer updates, whose outputs are their weights).
+
+Any other error is a fault of the rule or of MXNet and is raised, never guessed around.
+
+The answers are not computed at every start (importing and probing every operator takes
+seconds): they are stored in registry.NOT_DIFFERENTIABLE, and tests/opbench/test_gradients.py
+runs this probe on the installed MXNet and asserts the stored table equals it. After an MXNet
+upgrade, `python -m opbench.gradients` prints the table to paste.
+
+`probe(ops)` runs the probe in child processes, so an operator that crashes MXNet (a segfault
+or a double free, as SequenceLast's backward without sequence lengths does) is reported as
+crashed instead of killing the caller; the next child carries on after it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Dict, Iterable, List, Optional, Tuple
+
+NO_FGRADIENT = "not differentiable: MXNet registers no gradient for it (no FGradient)"
+NO_TENSOR_INPUT = "not differentiable: it takes no tensor input (only shapes and parameters)"
+NO_OUTPUT = "not differentiable: it returns no output (writes its inputs in place)"
+IN_PLACE = "not differentiable: it writes its inputs in place, which autograd refuses to record"
+REASONS = (NO_FGRADIENT, NO_TENSOR_INPUT, NO_OUTPUT, IN_PLACE)
+REASON_NAMES = {NO_FGRADIENT: "NO_FGRADIENT", NO_TENSOR_INPUT: "NO_TENSOR_INPUT", NO_OUTPUT: "NO_OUTPUT",
+                IN_PLACE: "IN_PLACE"}
+
+_ROOT = Path(__file__).resolve().parent.parent
+
+
+class ProbeError(RuntimeError):
+    """The probe could not tell: an error other than MXNet's own 'not differentiable'."""
+
+
+def _probe_spec(op: str):
+    """The tiny case the probe uses: the first combination whose backward is not marked off."""
+    from benchcore.case import CaseSpec
+
+    from . import cases, rules
+
+    found = cases._rule_for(op, rules.TINY)
+    if not found:
+        raise ProbeError(f"{op}: no input rule, so it cannot be probed")
+    specs, _ = cases.generate_cases(ops=[op], tiny=True)
+    for (_, inputs), spec in zip(found, specs):
+        if rules.NO_BACKWARD not in inputs:
+            return CaseSpec(spec.suite, spec.name, {**spec.params, "run_backward": True})
+    raise ProbeError(f"{op}: every input combination marks its backward off ({rules.NO_BACKWARD})")
+
+
+def _ndarrays(result) -> List:
+    import mxnet as mx
+
+    items = result if isinstance(result, (list, tuple)) else [result]
+    return [item for item in items if isinstance(item, mx.nd.NDArray)]
+
+
+def probe_one(op: str) -> Tuple[bool, Optional[str]]:
+    """(True, None) when MXNet can differentiate `op`, else (False, one of REASONS).
+
+    Runs in this process: an operator whose backward crashes MXNet takes the process with it
+    (use probe() for a crash-safe run).
+    """
+    import mxnet as mx
+
+    from .cases import materialize
+    from .mxnet_backend import CRASH_HOOK_ENV
+
+    spec = _probe_spec(op)
+    if os.environ.get(CRASH_HOOK_ENV) == op:  # test-only: a probe that kills its process
+        os.kill(os.getpid(), 9)
+    plain = materialize(type(spec)(spec.suite, spec.name, {**spec.params, "run_backward": False}))
+    if not _ndarrays(plain.call()):
+        mx.nd.waitall()
+        return False, NO_OUTPUT
+    mx.nd.waitall()
+    m = materialize(spec)
+    if not m.grad_arrays:
+        return False, NO_TENSOR_INPUT
+    try:
+        with mx.autograd.record():
+            heads = _ndarrays(m.call())
+    except mx.base.MXNetError as exc:
+        if "Inplace operations" in str(exc):
+            return False, IN_PLACE
+        raise ProbeError(f"{op}: recording failed for another reason: {_last_line(exc)}") from exc
+    try:
+        mx.autograd.backward(heads, [mx.nd.ones_like(h) for h in heads])
+        mx.nd.waitall()
+    except mx.base.MXNetError as exc:
+        if "non-differentiable" in str(exc) and "FGradient" in str(exc):
+            return False, NO_FGRADIENT
+        raise ProbeError(f"{op}: backward failed for another reason: {_last_line(exc)}") from exc
+    missing = [i for i, a in enumerate(m.grad_arrays) if a.grad is None]
+    if missing:
+        raise ProbeError(f"{op}: backward ran but inputs {missing} got no gradient")
+    return True, None
+
+
+def _last_line(exc: BaseException) -> str:
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    return lines[-1] if lines else type(exc).__name__
+
+
+def probe(ops: Iterable[str], python: Optional[str] = None, timeout_s: float = 600.0) -> Dict[str, dict]:
+    """Probe `ops` in child processes: {op: {"differentiable": bool|None, "reason": str|None}}.
+
+    An operator that kills its child (signal or abort) gets differentiable None and a reason
+    naming the crash; probing goes on in a fresh child with the operators after it.
+    """
+    remaining = list(dict.fromkeys(ops))
+    results: Dict[str, dict] = {}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(_ROOT), os.environ.get("PYTHONPATH")]))}
+    while remaining:
+        proc = subprocess.run([python or sys.executable, "-m", "opbench.gradients", "--jsonl", *remaining],
+                              capture_output=True, text=True, timeout=timeout_s, env=env, cwd=str(_ROOT))
+        for line in proc.stdout.splitlines():
+            if line.startswith("{"):
+                item = json.loads(line)
+                results[item["op"]] = {"differentiable": item["differentiable"], "reason": item["reason"]}
+        remaining = [op for op in remaining if op not in results]
+        if remaining:
+            crashed = remaining.pop(0)
+            tail = " | ".join(proc.stderr.strip().splitlines()[-3:])
+            results[crashed] = {"differentiable": None,
+                                "reason": f"the probe's process died (exit {proc.returncode}): {tail}"}
+    return results
+
+
+def _child(ops: List[str]) -> int:
+    """--jsonl: probe in this process, one JSON line per operator as soon as it is known."""
+    for op in ops:
+        try:
+            ok, reason = probe_one(op)
+            item = {"op": op, "differentiable": ok, "reason": reason}
+        except Exception as exc:  # reported, not raised: the other operators still get probed
+            item = {"op": op, "differentiable": None, "reason": f"probe error: {_last_line(exc)}"}
+        print(json.dumps(item), flush=True)
+    sys.stdout.flush()
+    os._exit(0)  # skip MXNet's teardown: an earlier operator's damage must not look like a crash
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["--jsonl"]:
+        return _child(argv[1:])
+    from . import registry
+
+    ops = argv or registry.selected_names()
+    results = probe(ops)
+    print("NOT_DIFFERENTIABLE: Dict[str, str] = {")
+    for op, item in sorted(results.items()):
+        if item["differentiable"] is False:
+            print(f"    {op!r}: {REASON_NAMES[item['reason']]},")
+    print("}")
+    unknown = {op: item["reason"] for op, item in results.items() if item["differentiable"] is None}
+    for op, reason in sorted(unknown.items()):
+        print(f"# {op}: {reason}", file=sys.stderr)
+    differentiable = sum(1 for item in results.values() if item["differentiable"])
+    print(f"# {differentiable} of {len(results)} differentiable", file=sys.stderr)
+    return 1 if unknown else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
