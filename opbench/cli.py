@@ -77,7 +77,7 @@ def build_parser() -> ArgumentParser:
                         help="run only the K-th of N deterministic parts of the cases (round-robin over cases sorted by key)")
     select.add_argument("--seed", type=int, default=41, help="random seed for the inputs (default 41, recorded)")
     select.add_argument("--list", action="store_true",
-                        help="list the operators (category, has_backward, input rule) and exit")
+                        help="list the operators (category, has_backward, backward timed, input rule) and exit")
     select.add_argument("--all", action="store_true", help="with --list: also the filtered operators, with the reason")
     select.add_argument("--tiny", action="store_true", help=argparse.SUPPRESS)
     add_run_arguments(parser)
@@ -196,25 +196,49 @@ def list_operators(show_all: bool, categories_: Optional[List[str]]) -> int:
     from .cases import generate_cases
 
     specs, skipped = generate_cases(categories=categories_, tiny=True)
-    with_rule = {spec.params["op"] for spec in specs}
+    planned: dict = {}
+    for spec in specs:
+        planned.setdefault(spec.params["op"], []).append(bool(spec.params["run_backward"]))
     no_rule = dict(skipped)
     rows = []
+    counts = {"has_backward": 0, "differentiable": 0, "timed": 0}
     for info in registry.scan():
         if info.selected:
             if categories_ and categories.category_of(info.name) not in categories_:
                 continue
-            rule = "yes" if info.name in with_rule else f"no: {no_rule.get(info.name, 'no input rule')}"
-            rows.append([info.name, categories.category_of(info.name), _yes(info.has_backward), rule, ""])
+            rule = "yes" if info.name in planned else f"no: {no_rule.get(info.name, 'no input rule')}"
+            timed = _backward_cell(info, planned.get(info.name))
+            counts["has_backward"] += info.has_backward
+            counts["differentiable"] += bool(info.differentiable)
+            counts["timed"] += any(planned.get(info.name) or ())
+            rows.append([info.name, categories.category_of(info.name), _yes(info.has_backward), timed, rule, ""])
         elif show_all and not categories_:
-            rows.append([info.name, "-", _yes(info.has_backward), "-", info.reason])
-    headers = ["operator", "category", "has_backward", "input rule"] + (["filtered because"] if show_all else [])
+            rows.append([info.name, "-", _yes(info.has_backward), "-", "-", info.reason])
+    headers = ["operator", "category", "has_backward", "backward timed", "input rule"] + (
+        ["filtered because"] if show_all else [])
     if not show_all:
-        rows = [row[:4] for row in rows]
+        rows = [row[:5] for row in rows]
     print(tabulate(rows, headers=headers, tablefmt="simple"))
     selected = sum(1 for row in rows if row[1] != "-")
-    print(f"\n{selected} selected operators" + (f", {len(rows) - selected} filtered" if show_all else ""),
-          file=sys.stderr)
+    print(f"\n{selected} selected operators" + (f", {len(rows) - selected} filtered" if show_all else "")
+          + f"; has_backward (opperf: a _backward_<name> operator) {counts['has_backward']}, "
+            f"differentiable {counts['differentiable']}, backward timed {counts['timed']}", file=sys.stderr)
     return 0
+
+
+def _backward_cell(info, planned: Optional[List[bool]]) -> str:
+    """The --list "backward timed" cell: yes, how many cases, or no and why (short)."""
+    if planned and all(planned):
+        return "yes"
+    if planned and any(planned):
+        return f"{sum(planned)} of {len(planned)} cases"
+    if info.differentiable is False:
+        return "no: not differentiable"
+    if info.backward_off:
+        return "no: off (opperf's list)"
+    if not planned:
+        return "-"
+    return "no"
 
 
 def _yes(flag: bool) -> str:

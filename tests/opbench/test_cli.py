@@ -101,8 +101,16 @@ def test_list(tmp_path):
     proc = opbench("--list", cwd=tmp_path)
     assert proc.returncode == 0
     header = proc.stdout.splitlines()[0].split()
-    assert header == ["operator", "category", "has_backward", "input", "rule"]
-    assert any(line.split()[:2] == ["Convolution", "convolution"] for line in proc.stdout.splitlines())
+    assert header == ["operator", "category", "has_backward", "backward", "timed", "input", "rule"]
+    rows = {line.split()[0]: line.split()[1:] for line in proc.stdout.splitlines()[2:] if line.strip()}
+    assert rows["Convolution"][:3] == ["convolution", "yes", "yes"]
+    assert rows["batch_dot"][:3] == ["gemm", "no", "yes"]  # opperf's has_backward no, timed yes
+    assert rows["split"][1:3] == ["no", "yes"]
+    assert " ".join(rows["sgd_update"][2:5]) == "no: not differentiable"
+    assert " ".join(rows["Embedding"][2:6]) == "no: off (opperf's list)"
+    assert rows["LeakyReLU"][2:6] == ["5", "of", "6", "cases"]  # rrelu's backward crashes
+    assert "has_backward (opperf: a _backward_<name> operator) 130, differentiable 214, backward timed 207" \
+        in proc.stderr
     proc = opbench("--list", "--all", cwd=tmp_path)
     assert proc.returncode == 0
     assert "_backward_" in proc.stdout and "deprecated alias" in proc.stdout
