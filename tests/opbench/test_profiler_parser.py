@@ -2,6 +2,7 @@
 
 import json
 import os
+from pathlib import Path
 
 import pytest
 
@@ -62,22 +63,49 @@ def test_aliases_are_exact_and_found_in_real_dumps():
     assert "SliceChannel" in profiler_names("split") and "split" in profiler_names("split")
 
 
-def test_json_and_text_agree_and_memory_is_bytes():
-    def run():
-        x = mx.nd.ones((64, 64))  # 16384 bytes
-        x.wait_to_read()
+# Records one 64x64 float32 array (16384 bytes) in a fresh process and prints both dump forms.
+# A fresh process, because MXNet's storage counter is process-wide: in a long test run it
+# carries storage earlier tests allocated while profiling, and their frees (garbage collection,
+# the engine finishing queued work) land inside any window this test opens. Here nothing but
+# the array can move the counter, so the figures can be asserted exactly.
+_FRESH_RECORDING = """
+import json
+import mxnet as mx
+from mxnet import profiler as mxprof
+from benchcore.profilers.mxnet import MXNetProfiler
+MXNetProfiler()
+mx.nd.waitall()
+mxprof.set_state("run")
+mxprof.dumps(reset=True)
+x = mx.nd.ones((64, 64))
+x.wait_to_read()
+del x
+mx.nd.waitall()
+text = mxprof.dumps(reset=False)
+as_json = mxprof.dumps(format="json", reset=True)
+mxprof.set_state("stop")
+print(json.dumps({"text": text, "json": as_json}))
+"""
 
-    text, as_json = _record(run)
-    t, j = parse_text(text), parse_json(as_json)
-    # the counter went up by the array when it was made and back down when it was freed;
-    # earlier tests may have left storage on it, hence max - min
+
+def test_json_and_text_agree_and_memory_is_bytes():
+    import subprocess
+    import sys
+
+    root = str(Path(__file__).resolve().parents[2])
+    proc = subprocess.run([sys.executable, "-c", _FRESH_RECORDING], capture_output=True, text=True,
+                          timeout=120, cwd=root, env={**os.environ, "PYTHONPATH": root})
+    assert proc.returncode == 0, proc.stderr
+    dumps = json.loads(proc.stdout.strip().splitlines()[-1])
+    t, j = parse_text(dumps["text"]), parse_json(dumps["json"])
+    # the counter starts at 0, goes up by exactly the array and back down when it is freed
     memory = t.memory["cpu/0"]
-    assert memory.max_bytes - memory.min_bytes == 64 * 64 * 4  # the text table is exact
+    assert (memory.min_bytes, memory.max_bytes) == (0, 64 * 64 * 4)  # the text table is exact
     # the JSON form carries 4 significant digits (16.38 kB): close, not exact
-    if j.memory["cpu/0"].min_bytes == 0:
-        assert abs(j.memory["cpu/0"].max_bytes - 64 * 64 * 4) < 0.001 * 64 * 64 * 4
+    assert j.memory["cpu/0"].min_bytes == 0
+    assert abs(j.memory["cpu/0"].max_bytes - 64 * 64 * 4) < 0.001 * 64 * 64 * 4
     assert MEMORY_UNIT_BYTES == 1000
-    assert set(t.operators) == set(j.operators)
+    assert set(t.operators) == set(j.operators) and t.operators
 
 
 def test_batch_dot_backward_counts_as_backward(profiler):
