@@ -18,7 +18,11 @@ measured runs execute (outputs, workspace, gradients), above the counter's value
 started, so it is that case's own figure and does not accumulate across the cases a worker
 runs. Inputs exist before and are reported separately as `input_bytes`. The profiler stays on
 until every array the runs made is freed, which keeps its counter balanced from one case to
-the next. (MXNet 1.9.1 on CPU has no other memory API: `mx.context.gpu_memory_info` is
+the next. Temporary workspace MXNet already holds is not counted: opbench runs MXNet with one
+CPU temp-space copy (opbench.TEMP_COPY_ENV), which the warmup grows to what the case needs,
+so the figure does not depend on what the worker ran before (with `-w 0` the first measured
+call may still allocate workspace). `profiler.cpu_temp_copies` records the setting. On a
+counter that already holds tens of MB, MXNet's dump is exact to a few bytes, not to one. (MXNet 1.9.1 on CPU has no other memory API: `mx.context.gpu_memory_info` is
 GPU-only and reports the whole device, other processes included.)
 
 Every metric this module cannot measure is null, with the reason in `missing`.
@@ -228,6 +232,7 @@ def run_native(workload: Workload, settings: RunSettings, op: str, ctx) -> dict:
         missing["profiler.peak_bytes"] = reason
     metrics["profiler"] = {
         "engine": "mxnet-native",
+        "cpu_temp_copies": _cpu_temp_copies(),
         "forward": forward,
         "backward": backward,
         "peak_bytes": peak,
@@ -237,6 +242,19 @@ def run_native(workload: Workload, settings: RunSettings, op: str, ctx) -> dict:
         "missing": missing,
     }
     return metrics
+
+
+def _cpu_temp_copies() -> Optional[int]:
+    """MXNet's CPU temp-space copies in this process; None when MXNet was imported before
+    opbench could set it (then whatever the environment said at that import applies)."""
+    import opbench
+
+    if not opbench.TEMP_COPY_APPLIED:
+        return None
+    try:
+        return int(os.environ.get(opbench.TEMP_COPY_ENV, "4"))
+    except ValueError:
+        return None
 
 
 # ---------------------------------------------------------------------------------------------

@@ -78,3 +78,37 @@ def test_memory_is_per_case():
     second = _run(small, "native")["max_storage_mem_alloc_cpu/0"]
     assert first >= 512 * 512 * 4
     assert second < 4096  # a few 4x4 float32 outputs, not the big case's megabytes
+
+
+_HISTORY = """
+import json
+from opbench.cases import spec_from_inputs
+from opbench.mxnet_backend import execute
+options = {"settings": {"warmup": 1, "runs": 3}, "profiler": "native"}
+small = spec_from_inputs("sort", {"data": (512, 512), "axis": -1}, run_backward=True)
+big = spec_from_inputs("sort", {"data": (1024, 1024), "axis": -1}, run_backward=True)
+metrics = [execute(spec, options) for spec in (small, big, small)]
+print(json.dumps([[m["max_storage_mem_alloc_cpu/0"], m["profiler"]["cpu_temp_copies"]] for m in metrics]))
+"""
+
+
+def test_peak_does_not_depend_on_what_the_worker_ran_before():
+    """A worker's first case must not read higher than the same case later: sort's temporary
+    workspace, once grown by a bigger case, is reused (with MXNet's default 4 temp-space copies
+    the small case read 6.3 MB first and 2.1 MB after the big one). Fresh process, as a worker."""
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = str(Path(__file__).resolve().parents[2])
+    env = {**os.environ, "PYTHONPATH": root}
+    env.pop("MXNET_CPU_TEMP_COPY", None)
+    proc = subprocess.run([sys.executable, "-c", _HISTORY], capture_output=True, text=True, timeout=120,
+                          cwd=root, env=env)
+    assert proc.returncode == 0, proc.stderr
+    (first, copies), (big, _), (again, _) = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert copies == 1
+    assert first == again >= 512 * 512 * 4  # at least the sorted output
+    assert big >= 1024 * 1024 * 4
