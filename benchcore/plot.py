@@ -12,13 +12,12 @@ from __future__ import annotations
 
 import io
 import os
-import tempfile
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
 from .compare import VERDICTS, Comparison, case_category, case_labels, case_timings
 from .errors import UsageError
-from .report import CaseResult, Report
+from .report import CaseResult, Report, write_bytes_atomic
 
 #: operators shown in the "slowest" chart
 TOP_N = 25
@@ -41,20 +40,10 @@ def _figure(width: float, height: float):
 
 
 def _save(fig, path: Path) -> Path:
+    """Charts are views that can be redrawn from the JSON, so an old chart is replaced."""
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", bbox_inches="tight")
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(buffer.getvalue())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-    return path
+    return write_bytes_atomic(path, buffer.getvalue(), overwrite=True)
 
 
 def _out_dir(out_dir) -> Path:

@@ -148,6 +148,10 @@ def check_writable(path, overwrite: bool = False) -> Path:
 
 
 def write_text_atomic(path, text: str, overwrite: bool = False) -> Path:
+    return write_bytes_atomic(path, text.encode("utf-8"), overwrite=overwrite)
+
+
+def write_bytes_atomic(path, data: bytes, overwrite: bool = False) -> Path:
     """Write via a temp file in the same folder + rename, so readers never see half a file.
 
     Refuses to replace an existing file unless overwrite is set: a benchmark result is costly
@@ -160,8 +164,8 @@ def write_text_atomic(path, text: str, overwrite: bool = False) -> Path:
     except OSError as exc:
         raise UsageError(f"cannot write {path}: {exc.strerror}; choose a writable path") from None
     try:
-        with os.fdopen(fd, "w") as handle:
-            handle.write(text)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
         os.replace(tmp, path)
     except BaseException:
         try:
