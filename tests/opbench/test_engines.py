@@ -24,6 +24,9 @@ def test_broadcast_add_forward_and_backward(engine):
     assert m["timed_total_ms"] >= sum(forward.samples_ms) + sum(backward.samples_ms)
     assert m["inputs"] == {"lhs": "(32, 16)", "rhs": "(32, 1)"}
     assert m["input_bytes"] == (32 * 16 + 32) * 4
+    # the worker's memory around the case: inherited, highest while it ran, left behind
+    assert m["rss_before_bytes"] > 0 and m["rss_after_bytes"] > 0
+    assert m["rss_peak_bytes"] is None or m["rss_peak_bytes"] >= m["rss_after_bytes"]
     for key in m["opperf_keys"]:
         assert key in m
     if engine == "native":
