@@ -11,7 +11,7 @@ import argparse
 import os
 import sys
 from pathlib import Path
-from typing import Callable, List, Optional, Sequence
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from .errors import UsageError
 
@@ -79,6 +79,117 @@ def apply_threads(threads: Optional[int]) -> None:
         return
     for name in THREAD_ENV:
         os.environ[name] = str(threads)
+
+
+FORMATS = ("json", "md")
+
+
+def parse_formats(text: str) -> Tuple[str, ...]:
+    """"json", "md" or "json,md" → a tuple of distinct formats, in the given order."""
+    formats = tuple(dict.fromkeys(f.strip().lower() for f in text.split(",") if f.strip()))
+    if not formats or any(f not in FORMATS for f in formats):
+        raise UsageError(f"--output-format {text!r} is not json, md or json,md; choose one of those")
+    return formats
+
+
+def output_paths(output, formats: Sequence[str], default_stem: str) -> Dict[str, Path]:
+    """{format: path}. One format: the path as given. Two: one stem, each format's suffix
+    (`-o reports/cpu.json -f json,md` → reports/cpu.json and reports/cpu.md)."""
+    if output is None:
+        return {fmt: Path(f"{default_stem}.{fmt}") for fmt in formats}
+    path = Path(output).expanduser()
+    if len(formats) == 1:
+        return {formats[0]: path}
+    stem = path.with_suffix("") if path.suffix.lower() in (".json", ".md") else path
+    return {fmt: stem.with_name(f"{stem.name}.{fmt}") for fmt in formats}
+
+
+def check_output_paths(paths: Dict[str, Path], overwrite: bool) -> None:
+    """Refuse, before any case runs, a path the report could not be written to."""
+    from .report import check_writable
+
+    for path in paths.values():
+        if path.is_dir():
+            raise UsageError(f"output {path} is a folder; pass a file path")
+        check_writable(path, overwrite)
+
+
+def add_output_arguments(parser, default_stem: Optional[str], format_flags=("-f", "--output-format"),
+                         file_flags=("-o", "--output-file")) -> None:
+    """-f/--output-format json|md|json,md, -o/--output-file PATH and --plot DIR."""
+    where = f"default ./{default_stem}.<json|md>" if default_stem else "default: stdout"
+    parser.add_argument(*format_flags, dest="output_format", default=None, metavar="json|md|json,md",
+                        help="report format; json,md writes both from one stem (default: from the output file's "
+                             "suffix, else json)")
+    parser.add_argument(*file_flags, dest="output_file", default=None, metavar="PATH", help=f"report path ({where})")
+    parser.add_argument("--plot", default=None, metavar="DIR",
+                        help="also draw PNG charts into DIR (needs the plot extra); the Markdown report links them")
+
+
+def formats_for(args) -> Tuple[str, ...]:
+    """--output-format if given, else the output file's suffix, else json."""
+    if args.output_format:
+        return parse_formats(args.output_format)
+    suffix = Path(args.output_file).suffix.lower() if args.output_file else ""
+    return ("md",) if suffix in (".md", ".markdown") else ("json",)
+
+
+def write_outputs(report, paths: Dict[str, Path], overwrite: bool, to_markdown: Callable, checkpoint=None,
+                  plot_dir=None) -> List[Path]:
+    """Write charts (if asked), then the JSON and Markdown views of one in-memory Report.
+
+    A write that fails at the end names the checkpoint that still holds every measured case.
+    """
+    from .report import write_text_atomic
+
+    written: List[Path] = []
+    links = ""
+    if plot_dir:
+        from .plot import chart_links_markdown, write_report_charts
+
+        charts = write_report_charts(report, plot_dir)
+        written += charts
+        markdown_folder = paths["md"].parent if "md" in paths else None
+        links = chart_links_markdown(charts, relative_to=markdown_folder) if charts else ""
+    try:
+        for fmt, path in paths.items():
+            text = report.to_json() if fmt == "json" else to_markdown(report) + ("\n" + links if links else "")
+            written.append(write_text_atomic(path, text + "\n", overwrite=overwrite))
+    except UsageError as exc:
+        if checkpoint is None:
+            raise
+        raise UsageError(f"{exc}; the measured cases are kept in {checkpoint} (rerun with the same output and --resume)") from None
+    return written
+
+
+def parse_shard(text: Optional[str]) -> Optional[Tuple[int, int]]:
+    """"K/N" → (K, N) with 1 <= K <= N."""
+    if text is None:
+        return None
+    try:
+        left, right = text.split("/")
+        index, count = int(left), int(right)
+    except ValueError:
+        raise UsageError(f"--shard {text!r} is not K/N; write e.g. --shard 2/4") from None
+    if not 1 <= index <= count:
+        raise UsageError(f"--shard {text}: K must be between 1 and N; write e.g. --shard 1/{max(count, 1)}")
+    return index, count
+
+
+def shard_specs(specs, shard: Optional[Tuple[int, int]]):
+    """Round-robin over the cases sorted by key: the N shards partition the list exactly, and
+    each gets a similar mix of cases, whatever order the suite generated them in."""
+    if shard is None:
+        return list(specs)
+    index, count = shard
+    ordered = sorted(specs, key=lambda spec: spec.key)
+    return [spec for position, spec in enumerate(ordered) if position % count == index - 1]
+
+
+def add_shard_argument(parser) -> None:
+    parser.add_argument("--shard", default=None, metavar="K/N",
+                        help="run only the K-th of N deterministic parts of the cases (round-robin over the cases "
+                             "sorted by key); join the reports with `merge`")
 
 
 def checkpoint_path_for(output: Path) -> Path:

@@ -27,13 +27,26 @@ MAX_COMPARISON_CASES = 80
 VERDICT_COLORS = {"slower": "#d62728", "faster": "#2ca02c", "same": "#1f77b4", "noisy": "#bbbbbb"}
 
 
-def _figure(width: float, height: float):
-    """A matplotlib Figure on the Agg canvas; a UsageError naming the extra when it is missing."""
+def require_matplotlib() -> None:
+    """Fail with the fix (the plot extra) before a run that promises charts starts measuring."""
     try:
-        from matplotlib.backends.backend_agg import FigureCanvasAgg
-        from matplotlib.figure import Figure
+        import matplotlib  # noqa: F401  (only its presence matters here)
     except ImportError:
         raise UsageError("charts need matplotlib, which is not installed; install the plot extra: pip install -e .[plot]") from None
+
+
+def prepare_chart_folder(out_dir) -> Path:
+    """Create the chart folder now, so an unusable --plot DIR is refused before measuring."""
+    require_matplotlib()
+    return _out_dir(out_dir)
+
+
+def _figure(width: float, height: float):
+    """A matplotlib Figure on the Agg canvas; a UsageError naming the extra when it is missing."""
+    require_matplotlib()
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
     fig = Figure(figsize=(width, height), dpi=100)
     FigureCanvasAgg(fig)
     return fig

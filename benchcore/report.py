@@ -134,6 +134,12 @@ def _json_default(value):
     return str(value)
 
 
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
 def check_writable(path, overwrite: bool = False) -> Path:
     """Fail before any measuring if the report could not be written at the end."""
     path = Path(path).expanduser()
@@ -166,6 +172,7 @@ def write_bytes_atomic(path, data: bytes, overwrite: bool = False) -> Path:
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
+        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; a report is an ordinary file
         os.replace(tmp, path)
     except BaseException:
         try:

@@ -31,16 +31,17 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import List, Optional, Sequence, Tuple
+from typing import List, Optional, Sequence
 
-from benchcore.cli import (ArgumentParser, add_run_arguments, apply_threads, checkpoint_path_for,
-                           non_negative_int, positive_int, run_main, run_settings_from, sweep)
+from benchcore.cli import (ArgumentParser, add_output_arguments, add_run_arguments, add_shard_argument,
+                           apply_threads, check_output_paths, checkpoint_path_for, formats_for, non_negative_int,
+                           output_paths, parse_shard, positive_int, run_main, run_settings_from, shard_specs, sweep,
+                           write_outputs)
 from benchcore.errors import UsageError
 
 PROG = "opbench"
 EXECUTOR = "opbench.mxnet_backend:execute"
 DEFAULT_OUTPUT_STEM = "mxnet_operator_benchmarks"
-FORMATS = ("json", "md")
 REPORT_COMMANDS = ("compare", "plot", "merge")
 TINY_ENV = "OPBENCH_TINY"
 
@@ -55,10 +56,7 @@ def build_parser() -> ArgumentParser:
     opperf = parser.add_argument_group("opperf's flags")
     opperf.add_argument("--ctx", default="cpu", help="cpu, cpu(N), gpu or gpu(N) (default cpu)")
     opperf.add_argument("--dtype", default="float32", choices=DTYPES, help="dtype of every tensor (default float32)")
-    opperf.add_argument("-f", "--output-format", default="json", metavar="json|md|json,md",
-                        help="report format; json,md writes both (default json)")
-    opperf.add_argument("-o", "--output-file", default=None, metavar="PATH",
-                        help=f"report path (default ./{DEFAULT_OUTPUT_STEM}.<json|md>)")
+    add_output_arguments(opperf, DEFAULT_OUTPUT_STEM)
     opperf.add_argument("-p", "--profiler", default="native", choices=("native", "python"),
                         help="native: MXNet's profiler (kernel times, memory); python: perf_counter per call (default native)")
     opperf.add_argument("--int64-tensor", default="off", type=str.lower, choices=("on", "off"),
@@ -73,8 +71,7 @@ def build_parser() -> ArgumentParser:
                         help="only these operators, by name or glob (repeatable or comma-separated)")
     select.add_argument("--exclude", action="append", default=None, metavar="NAME|GLOB[,...]",
                         help="leave these operators out (names or globs)")
-    select.add_argument("--shard", default=None, metavar="K/N",
-                        help="run only the K-th of N deterministic parts of the cases (round-robin over cases sorted by key)")
+    add_shard_argument(select)
     select.add_argument("--seed", type=int, default=41, help="random seed for the inputs (default 41, recorded)")
     select.add_argument("--list", action="store_true",
                         help="list the operators (category, has_backward, backward timed, input rule) and exit")
@@ -115,59 +112,6 @@ def _split(values: Optional[Sequence[str]]) -> Optional[List[str]]:
         return None
     items = [item.strip() for value in values for item in value.split(",") if item.strip()]
     return items
-
-
-def parse_formats(text: str) -> Tuple[str, ...]:
-    formats = tuple(dict.fromkeys(f.strip().lower() for f in text.split(",") if f.strip()))
-    if not formats or any(f not in FORMATS for f in formats):
-        raise UsageError(f"--output-format {text!r} is not json, md or json,md; choose one of those")
-    return formats
-
-
-def output_paths(output: Optional[str], formats: Tuple[str, ...]) -> dict:
-    """{format: Path}: -o for one format; with two, -o's stem gets both suffixes."""
-    if output is None:
-        return {fmt: Path(f"{DEFAULT_OUTPUT_STEM}.{fmt}") for fmt in formats}
-    path = Path(output).expanduser()
-    if len(formats) == 1:
-        return {formats[0]: path}
-    base = path.with_suffix("") if path.suffix in (".json", ".md") else path
-    return {fmt: base.with_name(f"{base.name}.{fmt}") for fmt in formats}
-
-
-def check_writable(path: Path, overwrite: bool) -> None:
-    """Refuse, before any case runs, a path the report could not be written to."""
-    if path.exists() and not overwrite:
-        raise UsageError(f"output file {path} already exists; choose another path with -o or pass --overwrite")
-    folder = path.parent if str(path.parent) else Path(".")
-    if not folder.is_dir():
-        raise UsageError(f"cannot write {path}: folder {folder} does not exist; create it or choose another path")
-    if not os.access(folder, os.W_OK):
-        raise UsageError(f"cannot write {path}: folder {folder} is not writable; choose another path with -o")
-    if path.is_dir():
-        raise UsageError(f"output {path} is a folder; pass a file path with -o")
-
-
-def parse_shard(text: Optional[str]) -> Optional[Tuple[int, int]]:
-    if text is None:
-        return None
-    try:
-        left, right = text.split("/")
-        index, count = int(left), int(right)
-    except ValueError:
-        raise UsageError(f"--shard {text!r} is not K/N; write e.g. --shard 2/4") from None
-    if not 1 <= index <= count:
-        raise UsageError(f"--shard {text}: K must be between 1 and N; write e.g. --shard 1/{max(count, 1)}")
-    return index, count
-
-
-def shard_specs(specs, shard: Optional[Tuple[int, int]]):
-    """Round-robin over the cases sorted by key: the N shards partition the list exactly."""
-    if shard is None:
-        return list(specs)
-    index, count = shard
-    ordered = sorted(specs, key=lambda spec: spec.key)
-    return [spec for position, spec in enumerate(ordered) if position % count == index - 1]
 
 
 def exclude_specs(specs, patterns: Optional[List[str]]):
@@ -310,21 +254,6 @@ def build_report(args, argv, results, skipped, excluded, context, formats, paths
     return Report(suite=PROG, environment=environment, settings=settings, results=results, extra=extra)
 
 
-def write_reports(report, paths: dict, overwrite: bool, checkpoint: Path) -> List[Path]:
-    from benchcore.report import write_text_atomic
-
-    from .views import to_markdown
-
-    written = []
-    try:
-        for fmt, path in paths.items():
-            text = report.to_json() + "\n" if fmt == "json" else to_markdown(report) + "\n"
-            written.append(write_text_atomic(path, text, overwrite=overwrite))
-    except UsageError as exc:
-        raise UsageError(f"{exc}; the measured cases are kept in {checkpoint} (rerun with the same -o and --resume)") from None
-    return written
-
-
 def summarize(report, skipped, started: float, written: List[Path]) -> None:
     ok = [r for r in report.results if r.ok]
     failed = report.failures
@@ -377,10 +306,13 @@ def run(argv: List[str]) -> int:
     from .api import check_ctx, int64_tensor_flag
     from .cases import generate_cases
 
-    formats = parse_formats(args.output_format)
-    paths = output_paths(args.output_file, formats)
-    for path in paths.values():
-        check_writable(path, args.overwrite)
+    formats = formats_for(args)
+    paths = output_paths(args.output_file, formats, DEFAULT_OUTPUT_STEM)
+    check_output_paths(paths, args.overwrite)
+    if args.plot:
+        from benchcore.plot import prepare_chart_folder
+
+        prepare_chart_folder(args.plot)
     shard = parse_shard(args.shard)
     context = check_ctx(args.ctx)
     large = int64_tensor_flag(args.int64_tensor)
@@ -397,7 +329,9 @@ def run(argv: List[str]) -> int:
     started = time.perf_counter()
     results = sweep(specs, EXECUTOR, options, args, checkpoint)
     report = build_report(args, argv, results, skipped, excluded, context, formats, paths)
-    written = write_reports(report, paths, args.overwrite, checkpoint)
+    from .views import to_markdown
+
+    written = write_outputs(report, paths, args.overwrite, to_markdown, checkpoint, plot_dir=args.plot)
     try:
         checkpoint.unlink()
     except OSError:

@@ -100,3 +100,12 @@ def test_case_key_is_stable_and_order_independent():
     b = CaseSpec("s", "n", {"y": [1, 2], "x": 1})
     assert a.key == b.key
     assert CaseSpec.from_dict(json.loads(json.dumps(a.to_dict()))).key == a.key
+
+
+def test_written_report_has_ordinary_permissions(tmp_path):
+    old = os.umask(0o022)
+    try:
+        path = write_text_atomic(tmp_path / "r.json", "{}")
+    finally:
+        os.umask(old)
+    assert path.stat().st_mode & 0o777 == 0o644
