@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 from typing import List, Optional, Sequence
 
 from benchcore import cli as core_cli
@@ -69,11 +68,9 @@ def _bench_parser(sub) -> None:
     p.add_argument("--cnns", nargs="*", default=None, help="CNN runners (default: resnet18 resnet18_jit resnet50 resnet50_jit)")
     p.add_argument("--group", nargs="*", default=["cnns", "rnns"], choices=("cnns", "rnns"),
                    help="groups to run (default: cnns rnns)")
-    p.add_argument("--output-format", default=None, metavar="json|md|json,md",
-                   help="report format; json,md writes both next to each other (default: from --output-file's "
-                        "extension, else json); without --output-file the report goes to stdout")
-    p.add_argument("--output-file", default=None,
-                   help="write the report here (JSON with environment metadata, or its Markdown view)")
+    # Without --output-file a report goes to stdout, and only when --output-format asks for it.
+    core_cli.add_output_arguments(p, default_stem=None, format_flags=("--output-format",))
+    core_cli.add_shard_argument(p)
     core_cli.add_run_arguments(p)
     # ResNet-50 at fastrnns' sizes takes seconds per iteration on a CPU: 110 of them pass
     # benchcore's 600 s default, so a default CPU sweep would time out.
@@ -151,31 +148,12 @@ def _set_threads(threads: Optional[int]) -> None:
 # bench
 
 
-def _formats(text: Optional[str]) -> List[str]:
-    if text is None:
-        return []
-    formats = [part.strip() for part in text.split(",") if part.strip()]
-    if not formats or any(f not in ("json", "md") for f in formats):
-        raise UsageError(f"--output-format {text!r} is not json, md or json,md; choose one of those")
-    return list(dict.fromkeys(formats))
-
-
 def _output_targets(args) -> dict:
-    """{format: path} to write; empty without --output-file. Both formats share one stem."""
+    """{format: path} to write, checked before anything runs; empty without --output-file."""
     if not args.output_file:
         return {}
-    path = Path(args.output_file).expanduser()
-    formats = _formats(args.output_format) or ["md" if path.suffix.lower() in (".md", ".markdown") else "json"]
-    if len(formats) == 1:
-        targets = {formats[0]: path}
-    else:
-        stem = path.with_suffix("") if path.suffix.lower() in (".json", ".md") else path
-        targets = {fmt: stem.with_name(f"{stem.name}.{fmt}") for fmt in formats}
-    for target in targets.values():
-        if target.exists() and not args.overwrite:
-            raise UsageError(f"output file {target} already exists; choose another path or pass --overwrite")
-        if not target.parent.is_dir():
-            raise UsageError(f"cannot write {target}: folder {target.parent} does not exist; create it or choose another path")
+    targets = core_cli.output_paths(args.output_file, core_cli.formats_for(args), default_stem=None)
+    core_cli.check_output_paths(targets, args.overwrite)
     return targets
 
 
@@ -185,7 +163,7 @@ def _render(report, fmt: str) -> str:
 
 def _bench(args, argv: Sequence[str]) -> int:
     from benchcore.environment import collect
-    from benchcore.report import Report, write_text_atomic
+    from benchcore.report import Report
 
     core_cli.apply_threads(args.threads)
     bench.check_fuser(args.fuser, args.executor)
@@ -193,10 +171,14 @@ def _bench(args, argv: Sequence[str]) -> int:
     if args.resume and not args.output_file:
         raise UsageError("--resume needs --output-file (the checkpoint lives next to it)")
     targets = _output_targets(args)
-    stdout_formats = _formats(args.output_format) if not targets else []
-    specs = bench.build_specs(args)
+    stdout_formats = core_cli.parse_formats(args.output_format) if args.output_format and not targets else ()
+    if args.plot:
+        from benchcore.plot import prepare_chart_folder
+
+        prepare_chart_folder(args.plot)
+    specs = core_cli.shard_specs(bench.build_specs(args), core_cli.parse_shard(args.shard))
     if not specs:
-        raise UsageError("nothing to run: --group selected no runners; use --group rnns and/or cnns, or --variable-lstms")
+        raise UsageError("nothing to run: no runner selected (--group/--rnns/--cnns/--shard); use --group rnns and/or cnns, or --variable-lstms")
     bench.check_runners(sorted({s.name for s in specs}), args.device)
 
     settings = core_cli.run_settings_from(args, warmup=args.warmup, runs=args.nloops)
@@ -208,7 +190,7 @@ def _bench(args, argv: Sequence[str]) -> int:
         suite=bench.SUITE,
         environment=collect(bench.SUITE, [PROG, *argv], frameworks=("torch",)),
         settings={**options, "device": args.device, "fuser": args.fuser, "executor": args.executor or "default",
-                  "sizes": bench.sizes_from(args), "unit": "ms"},
+                  "sizes": bench.sizes_from(args), "unit": "ms", "shard": args.shard},
         results=results,
     )
     _err(bench.console_table(results, sep=args.sep))
@@ -223,12 +205,10 @@ def _bench(args, argv: Sequence[str]) -> int:
     elif args.print_json == "pep":
         for line in bench.pep_lines(results):
             print(line)
-    for fmt, path in targets.items():
-        try:
-            write_text_atomic(path, _render(report, fmt), overwrite=args.overwrite)
-        except UsageError as exc:
-            raise UsageError(f"{exc}; the measured cases are kept in {checkpoint} (rerun with the same --output-file and --resume)") from None
-        _err(f"{PROG}: report written to {path}")
+    written = core_cli.write_outputs(report, targets, args.overwrite, bench.markdown_report, checkpoint,
+                                     plot_dir=args.plot)
+    for path in written:
+        _err(f"{PROG}: wrote {path}")
     if checkpoint and checkpoint.exists():
         checkpoint.unlink()  # the report now holds every result
     if not args.print_json:

@@ -20,3 +20,29 @@ def test_bad_flag_is_a_usage_error():
         parser.parse_args(["--timeout", "-3"])
     args = parser.parse_args(["--threads", "2", "--resume"])
     assert args.threads == 2 and args.resume and args.timeout == 600.0
+
+
+def test_shards_partition_any_case_list():
+    from benchcore.case import CaseSpec
+    from benchcore.cli import parse_shard, shard_specs
+
+    specs = [CaseSpec("s", f"c{i}", {"i": i}) for i in range(10)]
+    parts = [shard_specs(list(reversed(specs)), parse_shard(f"{k}/3")) for k in (1, 2, 3)]
+    assert sorted(s.key for part in parts for s in part) == sorted(s.key for s in specs)
+    assert [len(p) for p in parts] == [4, 3, 3]
+    assert shard_specs(specs, None) == specs
+
+
+def test_output_paths_share_one_stem(tmp_path):
+    from types import SimpleNamespace
+
+    from benchcore.cli import check_output_paths, formats_for, output_paths
+
+    assert output_paths(str(tmp_path / "r.json"), ("json", "md"), "x") == {"json": tmp_path / "r.json", "md": tmp_path / "r.md"}
+    assert output_paths(None, ("md",), "mxnet_operator_benchmarks") == {"md": __import__("pathlib").Path("mxnet_operator_benchmarks.md")}
+    assert formats_for(SimpleNamespace(output_format=None, output_file="a/b.md")) == ("md",)
+    assert formats_for(SimpleNamespace(output_format="md,json", output_file=None)) == ("md", "json")
+    with pytest.raises(UsageError, match="json, md or json,md"):
+        formats_for(SimpleNamespace(output_format="csv", output_file=None))
+    with pytest.raises(UsageError, match="is a folder"):
+        check_output_paths({"json": tmp_path}, overwrite=True)

@@ -105,3 +105,32 @@ def test_pytest_benchmark_entry_runs_at_tiny_sizes(tmp_path):
     assert names == ["test_backward[cudnn]", "test_backward[jit]", "test_forward[cudnn]", "test_forward[jit]"]
     assert {b["group"] for b in data["benchmarks"]} == {"fastrnns"}
     assert all(b["stats"]["rounds"] >= 2 and b["stats"]["median"] > 0 for b in data["benchmarks"])
+
+
+def test_shards_merge_back_to_the_unsharded_case_list(tmp_path, capsys):
+    common = ["bench", *TINY, "--group", "rnns", "--rnns", "cudnn", "jit", "py", "--nloops", "2", "--warmup", "0",
+              "--device", "cpu", "--no-isolation"]
+    assert main([*common, "--output-file", str(tmp_path / "all.json")]) == 0
+    for k in (1, 2):
+        assert main([*common, "--shard", f"{k}/2", "--output-file", str(tmp_path / f"s{k}.json")]) == 0
+    assert main(["merge", str(tmp_path / "s1.json"), str(tmp_path / "s2.json"), "-o", str(tmp_path / "merged.json")]) == 0
+    keys = lambda name: sorted(r["key"] for r in json.loads((tmp_path / name).read_text())["results"])  # noqa: E731
+    assert keys("merged.json") == keys("all.json")
+    assert keys("s1.json") and keys("s2.json") and not set(keys("s1.json")) & set(keys("s2.json"))
+    capsys.readouterr()
+
+
+def test_plot_option_writes_charts_linked_from_the_markdown(tmp_path):
+    code = main(["bench", *TINY, "--group", "rnns", "--rnns", "cudnn", "--nloops", "2", "--warmup", "0",
+                 "--device", "cpu", "--no-isolation", "--output-file", str(tmp_path / "r.md"),
+                 "--plot", str(tmp_path / "charts")])
+    assert code == 0
+    chart = tmp_path / "charts" / "rnnbench_runners.png"
+    assert chart.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "](charts/rnnbench_runners.png)" in (tmp_path / "r.md").read_text()
+
+
+@pytest.mark.parametrize("shard", ["3/2", "x", "0/4"])
+def test_bad_shard_is_usage_error(shard, capsys):
+    assert main(["bench", *TINY, "--rnns", "cudnn", "--group", "rnns", "--device", "cpu", "--shard", shard]) == 2
+    assert "--shard" in capsys.readouterr().err
