@@ -215,3 +215,11 @@ def test_report_commands_are_dispatched(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert "round" in proc.stdout
     _one_line_error(opbench("compare", "a.json", "missing.json", cwd=tmp_path))
+
+
+def test_plot_option_writes_charts_and_links_them(tmp_path):
+    proc = opbench("--ops", "broadcast_add", *FAST, "-f", "json,md", "-o", "r.json", "--plot", "charts", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    for name in ("opbench_slowest.png", "opbench_categories.png"):
+        assert (tmp_path / "charts" / name).read_bytes()[:4] == b"\x89PNG"
+        assert f"](charts/{name})" in (tmp_path / "r.md").read_text()
