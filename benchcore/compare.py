@@ -215,6 +215,8 @@ def case_labels(results: Sequence[CaseResult], max_len: int = 60) -> Dict[str, s
     differ between same-named cases (a runner's sizes, an operator's input shapes).
 
     Fixed settings repeated on every row (device, fuser, seed) only push the numbers off screen.
+    A suite's own short label, params["variant"] (opbench: "(1024,1024)"), stands for all the
+    differing params when it tells the cases apart by itself.
     """
     groups: Dict[str, List[CaseResult]] = {}
     for r in results:
@@ -223,8 +225,10 @@ def case_labels(results: Sequence[CaseResult], max_len: int = 60) -> Dict[str, s
     for name, group in groups.items():
         keys = sorted({k for r in group for k in r.spec.params})
         differing = [k for k in keys if len({_compact(r.spec.params.get(k)) for r in group}) > 1]
+        if "variant" in differing and len({_compact(r.spec.params.get("variant")) for r in group}) == len(group):
+            differing = ["variant"]
         for r in group:
-            parts = [_compact(r.spec.params.get(k)) if k == "inputs" else f"{k}={_compact(r.spec.params.get(k))}"
+            parts = [_compact(r.spec.params.get(k)) if k in ("inputs", "variant") else f"{k}={_compact(r.spec.params.get(k))}"
                      for k in differing]
             text = " ".join(parts)
             if len(text) > max_len:
