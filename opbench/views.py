@@ -3,9 +3,10 @@
 The JSON Report (benchcore.report) is the source of truth; everything here is derived from a
 loaded Report, so a report on disk can be re-rendered at any time (`opperf_view(Report.load(p))`).
 
-Markdown columns beyond opperf's: "Median (ms)" and "IQR (ms)" of the same quantity as the
-table's average: for the native engine the profiler's per-call forward time, for the python
-engine one whole iteration (forward plus backward when it ran), as opperf's python average.
+Markdown columns beyond opperf's, median and IQR of the same quantities as the table's
+averages: for the native engine the profiler's per-call forward and backward times, for the
+python engine one whole iteration (forward plus backward when it ran), as opperf's python
+average.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from benchcore.stats import Measurement
 MISSING = "---"
 
 NATIVE_HEADERS = ["Operator", "Inputs", "Max Mem Usage (Storage) (Bytes)", "Avg Forward Time (ms)",
-                  "Avg. Backward Time (ms)", "Median (ms)", "IQR (ms)"]
+                  "Avg. Backward Time (ms)", "Fwd Median (ms)", "Fwd IQR (ms)", "Bwd Median (ms)", "Bwd IQR (ms)"]
 PYTHON_HEADERS = ["Operator", "Avg Time (ms)", "P50 Time (ms)", "P90 Time (ms)", "P99 Time (ms)", "Inputs",
                   "Median (ms)", "IQR (ms)"]
 
@@ -86,11 +87,11 @@ def _center(samples) -> tuple:
 def _native_row(result: CaseResult) -> list:
     metrics, op = result.metrics, _op(result)
     profiler = metrics.get("profiler") or {}
-    forward = profiler.get("forward") or {}
     memory = next((v for k, v in metrics.items() if k.startswith("max_storage_mem_alloc_")), None)
-    median, iqr = _center(forward.get("per_call_ms"))
+    forward = _center((profiler.get("forward") or {}).get("per_call_ms"))
+    backward = _center((profiler.get("backward") or {}).get("per_call_ms"))
     return [op, _inputs_text(result), _fmt(memory), _fmt(metrics.get(f"avg_time_forward_{op}")),
-            _fmt(metrics.get(f"avg_time_backward_{op}")), _fmt(median), _fmt(iqr)]
+            _fmt(metrics.get(f"avg_time_backward_{op}")), *map(_fmt, forward), *map(_fmt, backward)]
 
 
 def _python_row(result: CaseResult) -> list:
@@ -131,7 +132,7 @@ def to_markdown(report: Report) -> str:
     settings = report.settings
     parts.append(f"Engine: {engine}; dtype {settings.get('dtype', '?')}; ctx {settings.get('ctx', '?')}; "
                  f"warmup {settings.get('warmup', '?')}; runs {settings.get('runs', '?')}. "
-                 f"Median and IQR are of the same quantity as the average. `{MISSING}`: not measured.")
+                 f"Medians and IQRs are of the same per-call times as the averages. `{MISSING}`: not measured.")
     parts += ["", _table([row(r) for r in ok], headers) if ok else "(no case was measured)", ""]
     failures = [r for r in _sorted(report.results) if r.status in ("failed", "crashed", "timeout")]
     if failures:
