@@ -220,8 +220,8 @@ def no_benchmark(skipped, results) -> List[dict]:
     return sorted(items, key=lambda item: item["op"])
 
 
-def build_report(args, argv, results, skipped, excluded, context, formats, paths):
-    from benchcore.environment import collect
+def build_report(args, environment, results, skipped, excluded, context, formats, paths):
+    from benchcore.environment import now_iso
     from benchcore.report import Report
 
     results = sorted(results, key=lambda r: (_op(r), r.spec.key))
@@ -250,7 +250,7 @@ def build_report(args, argv, results, skipped, excluded, context, formats, paths
         "skipped": [{"op": _op(r), "key": r.spec.key, "reason": r.error} for r in results if r.status == "skipped"],
         "excluded": excluded,
     }
-    environment = collect(PROG, argv, frameworks=("mxnet",), extra={"threads": args.threads})
+    environment = dict(environment, finished_at=now_iso())
     return Report(suite=PROG, environment=environment, settings=settings, results=results, extra=extra)
 
 
@@ -303,6 +303,8 @@ def run(argv: List[str]) -> int:
     if args.list:
         return list_operators(args.all, categories_)
 
+    from benchcore.environment import collect
+
     from .api import check_ctx, int64_tensor_flag
     from .cases import generate_cases
 
@@ -326,9 +328,12 @@ def run(argv: List[str]) -> int:
         raise UsageError("no case to run with these --ops/--category/--exclude/--shard choices; see opbench --list")
     checkpoint = checkpoint_path_for(paths.get("json") or paths["md"])
     options = {"settings": settings.to_dict(), "profiler": args.profiler, "threads": args.threads, "seed": args.seed}
+    environment = collect(PROG, [PROG, *argv], frameworks=("mxnet",),
+                          extra={"threads": args.threads, "engine": args.profiler, "seed": args.seed,
+                                 "timer": "mxnet-profiler" if args.profiler == "native" else "perf_counter"})
     started = time.perf_counter()
     results = sweep(specs, EXECUTOR, options, args, checkpoint)
-    report = build_report(args, argv, results, skipped, excluded, context, formats, paths)
+    report = build_report(args, environment, results, skipped, excluded, context, formats, paths)
     from .views import to_markdown
 
     written = write_outputs(report, paths, args.overwrite, to_markdown, checkpoint, plot_dir=args.plot)

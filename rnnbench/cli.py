@@ -162,7 +162,7 @@ def _render(report, fmt: str) -> str:
 
 
 def _bench(args, argv: Sequence[str]) -> int:
-    from benchcore.environment import collect
+    from benchcore.environment import collect, now_iso
     from benchcore.report import Report
 
     core_cli.apply_threads(args.threads)
@@ -184,11 +184,14 @@ def _bench(args, argv: Sequence[str]) -> int:
     settings = core_cli.run_settings_from(args, warmup=args.warmup, runs=args.nloops)
     options = {"settings": settings.to_dict(), "threads": args.threads, "seed": args.seed}
     checkpoint = core_cli.checkpoint_path_for(targets.get("json") or targets["md"]) if targets else None
+    environment = collect(bench.SUITE, [PROG, *argv], frameworks=("torch",),
+                          extra={"threads": args.threads, "seed": args.seed,
+                                 "timer": "cuda_event" if args.device.startswith("cuda") else "perf_counter"})
     results = core_cli.sweep(specs, bench.EXECUTOR, options, args, checkpoint)
 
     report = Report(
         suite=bench.SUITE,
-        environment=collect(bench.SUITE, [PROG, *argv], frameworks=("torch",)),
+        environment=dict(environment, finished_at=now_iso()),
         settings={**options, "device": args.device, "fuser": args.fuser, "executor": args.executor or "default",
                   "sizes": bench.sizes_from(args), "unit": "ms", "shard": args.shard},
         results=results,

@@ -45,3 +45,17 @@ def test_threads_option_reaches_the_environment_before_frameworks_import():
     env = json.loads(out.stdout)
     assert env["threads_env"]["OMP_NUM_THREADS"] == "1"
     assert env["torch"]["threads"] == 1
+
+
+def test_report_records_start_before_and_finish_after_the_run(tmp_path):
+    from rnnbench.cli import main
+
+    out = tmp_path / "r.json"
+    code = main(["bench", "--group", "rnns", "--rnns", "cudnn", "--seqLength", "3", "--inputSize", "4", "--hiddenSize", "4",
+                 "--miniBatch", "2", "--nloops", "2", "--warmup", "0", "--device", "cpu", "--no-isolation",
+                 "--seed", "5", "--output-file", str(out)])
+    assert code == 0
+    env = json.loads(out.read_text())["environment"]
+    assert env["started_at"] <= env["finished_at"]
+    assert env["seed"] == 5 and env["timer"] == "perf_counter"
+    assert env["command_line"][:2] == ["rnnbench", "bench"]
