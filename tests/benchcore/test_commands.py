@@ -136,17 +136,6 @@ def test_merge_command(tmp_path, capsys):
     assert json.loads(capsys.readouterr().out)["schema"] == "benchcore-report"
 
 
-def _committed(*paths):
-    """True when every path is tracked by git: the suite's CLI has landed, not just begun."""
-    try:
-        done = subprocess.run(["git", "ls-files", "--error-unmatch", *paths], cwd=ROOT, capture_output=True, timeout=10)
-    except (OSError, subprocess.SubprocessError):
-        return False
-    return done.returncode == 0
-
-
-@pytest.mark.skipif(not _committed("rnnbench/__main__.py", "rnnbench/cli.py", "rnnbench/bench.py", "rnnbench/runners.py"),
-                    reason="the rnnbench CLI is not committed yet")
 def test_compare_real_rnnbench_sweeps(tmp_path):
     """Two real tiny CPU sweeps of the same runner, compared through the suite's own CLI."""
     run = [sys.executable, "-m", "rnnbench", "bench", "--group", "rnns", "--rnns", "cudnn", "--seqLength", "5", "--inputSize", "8",
@@ -163,3 +152,25 @@ def test_compare_real_rnnbench_sweeps(tmp_path):
     assert {m["metric"] for m in data["cases"][0]["metrics"]} == {"forward", "backward"}
     assert all(m["basis"] == "mann-whitney" for m in data["cases"][0]["metrics"])
     assert data["cases"][0]["verdict"] in ("faster", "slower", "same", "noisy")
+
+
+def test_compare_real_opbench_sweeps_and_the_ci_gate(tmp_path):
+    """Two real tiny opbench sweeps (python engine: raw samples), compared through opbench's CLI."""
+    run = [sys.executable, "-m", "opbench", "--tiny", "--ops", "broadcast_add,dot", "-p", "python", "-w", "1", "-r", "8"]
+    for name in ("a.json", "b.json"):
+        done = subprocess.run(run + ["-o", str(tmp_path / name)], cwd=ROOT, capture_output=True, text=True, timeout=180)
+        assert done.returncode == 0, done.stderr[-2000:]
+    out = tmp_path / "cmp.json"
+    done = subprocess.run([sys.executable, "-m", "opbench", "compare", str(tmp_path / "a.json"), str(tmp_path / "b.json"),
+                           "-f", "json", "-o", str(out)], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    data = json.loads(out.read_text())
+    base = json.loads((tmp_path / "a.json").read_text())
+    assert sorted(c["key"] for c in data["cases"]) == sorted(r["key"] for r in base["results"])
+    assert {c["category"] for c in data["cases"]} == {"binary_broadcast", "gemm"}
+    assert all(m["basis"] == "mann-whitney" for c in data["cases"] for m in c["metrics"])
+    # a report compared with itself is never a regression, whatever the gate
+    done = subprocess.run([sys.executable, "-m", "opbench", "compare", str(tmp_path / "a.json"), str(tmp_path / "a.json"),
+                           "--fail-above", "1"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "same" in done.stdout
