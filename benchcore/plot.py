@@ -17,7 +17,7 @@ from typing import Dict, List, Optional, Sequence
 
 from .compare import VERDICTS, Comparison, case_category, case_labels, case_timings
 from .errors import UsageError
-from .report import CaseResult, Report, write_bytes_atomic
+from .report import CaseResult, Report, ensure_folder, write_bytes_atomic
 
 #: operators shown in the "slowest" chart
 TOP_N = 25
@@ -60,14 +60,7 @@ def _save(fig, path: Path) -> Path:
 
 
 def _out_dir(out_dir) -> Path:
-    path = Path(out_dir).expanduser()
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise UsageError(f"cannot create chart folder {path}: {exc.strerror}; choose a writable folder") from None
-    if not os.access(path, os.W_OK):
-        raise UsageError(f"cannot write charts to {path}: permission denied; choose a writable folder")
-    return path
+    return ensure_folder(out_dir, "chart folder", "choose a writable folder")
 
 
 def _labels(results: Sequence[CaseResult]) -> Dict[str, str]:

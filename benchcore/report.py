@@ -134,6 +134,18 @@ def _json_default(value):
     return str(value)
 
 
+def ensure_folder(path, what: str, fix: str) -> Path:
+    """Create `path` if needed and check it is writable; a UsageError naming `fix` otherwise."""
+    folder = Path(path).expanduser()
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"cannot create {what} {folder}: {exc.strerror}; {fix}") from None
+    if not os.access(folder, os.W_OK):
+        raise UsageError(f"{what} {folder} is not writable; {fix}")
+    return folder
+
+
 def _umask() -> int:
     mask = os.umask(0)
     os.umask(mask)

@@ -23,6 +23,8 @@ from benchcore.errors import UsageError
 from benchcore.report import CaseResult
 from benchcore.runner import RunSettings
 
+from .cases import operator_name
+
 EXECUTOR = "opbench.mxnet_backend:execute"
 PROFILERS = ("native", "python")
 DTYPES = ("float32", "float64", "float16", "int32", "int64")
@@ -106,16 +108,6 @@ def _options(profiler: str, settings: RunSettings) -> dict:
     return {"settings": settings.to_dict(), "profiler": check_profiler(profiler), "threads": None}
 
 
-def op_name(op) -> str:
-    """A function object (mx.nd.add, mx.nd._internal._copyto) or a name → the operator name."""
-    if isinstance(op, str):
-        return op
-    name = getattr(op, "__name__", None)
-    if not name:
-        raise UsageError(f"{op!r} is neither an operator name nor an MXNet operator function")
-    return name
-
-
 # ---------------------------------------------------------------------------------------------
 # Running and shaping results
 
@@ -154,7 +146,7 @@ def run_performance_test(ops, inputs, run_backward=True, dtype="float32", ctx=No
     ops = list(ops) if isinstance(ops, (list, tuple)) else [ops]
     input_list = [inputs] if isinstance(inputs, dict) else list(inputs or [{}])
     dtype, context = check_dtype(dtype), check_ctx(ctx)
-    specs = [spec_from_inputs(op_name(op), dict(given), dtype, context, run_backward, seed)
+    specs = [spec_from_inputs(operator_name(op), dict(given), dtype, context, run_backward, seed)
              for op in ops for given in input_list]
     results = run_specs(specs, profiler, _settings(warmup, runs, run_backward), isolate)
     _entries(results, raise_on_failure=True)  # raises on the first failed case
@@ -163,7 +155,7 @@ def run_performance_test(ops, inputs, run_backward=True, dtype="float32", ctx=No
     answer = []
     for index, op in enumerate(ops):
         chunk = results[index * len(input_list):(index + 1) * len(input_list)]
-        name = op_name(op)
+        name = operator_name(op)
         answer.append({name: [_renamed(opperf_entry(r), r.spec.params["op"], name) for r in chunk]})
     return answer
 
@@ -230,7 +222,7 @@ def get_operators_with_no_benchmark(operators_with_benchmark=None) -> List[str]:
     covered = set()
     items = operators_with_benchmark if isinstance(operators_with_benchmark, (list, tuple)) else [operators_with_benchmark]
     for item in items:
-        covered |= set(item) if isinstance(item, dict) else {op_name(item)}
+        covered |= set(item) if isinstance(item, dict) else {operator_name(item)}
     return [name for name in selected if name not in covered]
 
 
@@ -348,7 +340,7 @@ def run_benchmark_operator(name, size=(128, 128), additional_inputs=None, dtype=
     from .mxnet_backend import measure
     from .views import opperf_entry
 
-    name = op_name(name)
+    name = operator_name(name)
     dtype, context = check_dtype(dtype), check_ctx(ctx)
     settings = _settings(warmup, runs, run_backward)
     check_profiler(profiler)

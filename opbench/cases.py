@@ -93,7 +93,7 @@ def _require_int64() -> None:
 _GLOB_CHARS = set("*?[")
 
 
-def _operator_name(op: Any) -> str:
+def operator_name(op: Any) -> str:
     """An operator name from a string or an mx.nd function (opperf passes functions)."""
     if isinstance(op, str):
         return op
@@ -133,7 +133,7 @@ def resolve_ops(ops: Optional[Iterable[Any]] = None,
     else:
         names = set()
         for op in ops:
-            name = _operator_name(op)
+            name = operator_name(op)
             name = PY_WRAPPERS.get(name, name) if registry.get(name) is None else name
             if _GLOB_CHARS & set(name):
                 matched = fnmatch.filter(selected, name) or fnmatch.filter(registry.all_names(), name)
@@ -320,7 +320,7 @@ def spec_from_inputs(op: Any, inputs: Dict[str, Any], dtype: str = "float32", ct
     """
     check_dtype(dtype)
     ctx = normalize_ctx(ctx)
-    name = resolve_ops([op])[0] if not (_GLOB_CHARS & set(_operator_name(op))) else None
+    name = resolve_ops([op])[0] if not (_GLOB_CHARS & set(operator_name(op))) else None
     if name is None:
         raise UsageError(f"spec_from_inputs needs one operator, not the pattern {op!r}")
     info = registry.get(name)

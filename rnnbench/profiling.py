@@ -25,6 +25,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from benchcore.errors import UsageError
 from benchcore.profilers import external
+from benchcore.report import ensure_folder
 
 from .bench import SIZE_DEFAULTS, SIZE_LETTERS, build, prepared, runner_contexts
 
@@ -51,14 +52,7 @@ def output_base(output_dir: Path, runners: Sequence[str], sizes: Dict[str, int],
 
 
 def prepare_output_dir(path) -> Path:
-    folder = Path(os.path.expanduser(str(path)))
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise UsageError(f"cannot create output folder {folder}: {exc.strerror}; pass a writable --output-dir") from None
-    if not os.access(folder, os.W_OK):
-        raise UsageError(f"output folder {folder} is not writable; pass a writable --output-dir")
-    return folder
+    return ensure_folder(path, "output folder", "pass a writable --output-dir")
 
 
 # --------------------------------------------------------------------------------------------
