@@ -23,7 +23,8 @@ from benchcore.errors import UsageError
 from benchcore.report import CaseResult
 from benchcore.runner import RunSettings
 
-from .cases import operator_name
+from .cases import check_dtype as validate_dtype
+from .cases import operator_name, parse_ctx
 
 EXECUTOR = "opbench.mxnet_backend:execute"
 PROFILERS = ("native", "python")
@@ -34,25 +35,11 @@ DTYPES = ("float32", "float64", "float16", "int32", "int64")
 # Argument normalisation (shared with the CLI)
 
 
-def ctx_text(ctx) -> str:
-    """mx.cpu() / "cpu" / "gpu(1)" → "cpu(0)" / "gpu(1)"."""
-    if ctx is None:
-        return "cpu(0)"
-    if not isinstance(ctx, str):
-        return f"{ctx.device_type}({ctx.device_id})"
-    text = ctx.strip().lower()
-    return f"{text}(0)" if text in ("cpu", "gpu") else text
-
-
 def check_ctx(ctx) -> str:
     """Validate a context against this MXNet: "gpu" needs a CUDA build and that many GPUs."""
-    import re
-
-    text = ctx_text(ctx)
-    match = re.fullmatch(r"(cpu|gpu)\((\d+)\)", text)
-    if not match:
-        raise UsageError(f"invalid context {ctx!r}; use cpu, cpu(N), gpu or gpu(N)")
-    if match.group(1) == "gpu":
+    kind, index = parse_ctx("cpu" if ctx is None else ctx)
+    text = f"{kind}({index})"
+    if kind == "gpu":
         import mxnet as mx
 
         if not mx.runtime.Features().is_enabled("CUDA"):
@@ -60,16 +47,14 @@ def check_ctx(ctx) -> str:
                 f"--ctx {text}: the installed mxnet {mx.__version__} has no CUDA support; install a CUDA build "
                 f"(pip install mxnet-cu112=={mx.__version__}, matching your CUDA version: mxnet-cuXXX) or use --ctx cpu")
         count = mx.context.num_gpus()
-        if int(match.group(2)) >= count:
+        if index >= count:
             raise UsageError(f"--ctx {text}: MXNet sees {count} GPU(s); choose gpu(0)..gpu({count - 1})")
     return text
 
 
 def check_dtype(dtype) -> str:
-    text = str(getattr(dtype, "__name__", dtype))
-    if text not in DTYPES:
-        raise UsageError(f"unsupported dtype {dtype!r}; choose one of {', '.join(DTYPES)}")
-    return text
+    """A dtype name or a numpy type (opperf accepted both) → its validated name."""
+    return validate_dtype(str(getattr(dtype, "__name__", dtype)))
 
 
 def check_profiler(profiler) -> str:

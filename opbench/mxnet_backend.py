@@ -31,7 +31,6 @@ Every metric this module cannot measure is null, with the reason in `missing`.
 from __future__ import annotations
 
 import os
-import re
 import signal
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional
@@ -50,19 +49,6 @@ ENGINES = ("native", "python")
 #: crashing worker and resumes after an interruption.
 CRASH_HOOK_ENV = "OPBENCH_TEST_CRASH_OP"
 HANG_HOOK_ENV = "OPBENCH_TEST_HANG_OP"
-
-_CTX_RE = re.compile(r"^(cpu|gpu|cpu_pinned)\((\d+)\)$")
-
-
-def parse_ctx(text: str):
-    """"cpu(0)" / "gpu(1)" → mx.Context."""
-    import mxnet as mx
-
-    match = _CTX_RE.match(str(text).strip())
-    if not match:
-        raise UsageError(f"context {text!r} is not cpu(N) or gpu(N)")
-    return mx.Context(match.group(1), int(match.group(2)))
-
 
 def _sync() -> None:
     import mxnet as mx
@@ -334,11 +320,11 @@ def execute(spec: CaseSpec, options: dict) -> dict:
     if engine not in ENGINES:
         raise UsageError(f"unknown profiler {engine!r}; choose native or python")
     settings = RunSettings.from_dict(options.get("settings") or {})
-    from opbench.cases import describe_inputs, materialize
+    from opbench.cases import describe_inputs, materialize, mx_context
 
     op = spec.params.get("op", spec.name)
     ctx_text = spec.params.get("ctx", "cpu(0)")
-    ctx = parse_ctx(ctx_text)
+    ctx = mx_context(ctx_text)
     if ctx.device_type == "gpu":
         import mxnet as mx
 
