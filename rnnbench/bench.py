@@ -28,6 +28,8 @@ EXECUTOR = "rnnbench.bench:execute"
 
 #: fastrnns' sizes and their defaults, in the order its file names use them (s, l, i, h, b).
 SIZE_DEFAULTS = {"seqLength": 100, "numLayers": 1, "inputSize": 512, "hiddenSize": 512, "miniBatch": 64}
+#: fastrnns' ResNets always ran on 32 images of 3x224x224, whatever --miniBatch said.
+CNN_BATCH_DEFAULT = 32
 SIZE_LETTERS = {"seqLength": "s", "numLayers": "l", "inputSize": "i", "hiddenSize": "h", "miniBatch": "b"}
 
 FUSERS = ("te", "old", "none", "default")
@@ -133,8 +135,11 @@ def build_specs(args) -> List[CaseSpec]:
     sizes = sizes_from(args)
     specs = []
     for group, names in selected_groups(args):
+        group_sizes = sizes
+        if group == GROUP_RESNET:  # a ResNet uses only the batch: its own, --cnnBatch
+            group_sizes = {**sizes, "miniBatch": getattr(args, "cnnBatch", CNN_BATCH_DEFAULT)}
         for name in names:
-            params = case_params(sizes, args.device, args.fuser, args.executor, args.seed, group)
+            params = case_params(group_sizes, args.device, args.fuser, args.executor, args.seed, group)
             specs.append(CaseSpec(SUITE, name, params))
     return specs
 

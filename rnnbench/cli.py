@@ -36,12 +36,16 @@ def _err(*lines: str) -> None:
 # Parser
 
 
-def _add_sizes(parser, nloops_default: int) -> None:
+def _add_sizes(parser, nloops_default: int, cnns: bool = False) -> None:
     sizes = parser.add_argument_group("sizes (fastrnns' names and defaults)")
     for name, default in bench.SIZE_DEFAULTS.items():
         sizes.add_argument(f"--{name}", type=positive_int, default=default, help=f"default {default}")
     sizes.add_argument("--nloops", type=positive_int, default=nloops_default,
                        help=f"measured (bench) or profiled (profile) iterations per runner (default {nloops_default})")
+    if cnns:
+        # fastrnns' ResNets always took 32 images, whatever --miniBatch said; so do ours unless asked.
+        sizes.add_argument("--cnnBatch", type=positive_int, default=bench.CNN_BATCH_DEFAULT,
+                           help=f"images per ResNet batch, 3x224x224 each (default {bench.CNN_BATCH_DEFAULT}, as fastrnns)")
 
 
 def _add_model_options(parser, with_seed_default: Optional[int] = DEFAULT_SEED) -> None:
@@ -56,7 +60,7 @@ def _add_model_options(parser, with_seed_default: Optional[int] = DEFAULT_SEED) 
 def _bench_parser(sub) -> None:
     p = sub.add_parser("bench", help="time runners' forward and backward (fastrnns bench.py)",
                        description="Time forward and backward of each runner, in milliseconds on every device.")
-    _add_sizes(p, nloops_default=100)
+    _add_sizes(p, nloops_default=100, cnns=True)
     p.add_argument("--warmup", type=non_negative_int, default=10, help="untimed iterations first (default 10)")
     _add_model_options(p)
     p.add_argument("--variable-lstms", "--variable_lstms", dest="variable_lstms", action="store_true",

@@ -134,3 +134,14 @@ def test_plot_option_writes_charts_linked_from_the_markdown(tmp_path):
 def test_bad_shard_is_usage_error(shard, capsys):
     assert main(["bench", *TINY, "--rnns", "cudnn", "--group", "rnns", "--device", "cpu", "--shard", shard]) == 2
     assert "--shard" in capsys.readouterr().err
+
+
+def test_resnets_take_fastrnns_batch_of_32_unless_asked():
+    from rnnbench import bench
+    from rnnbench.cli import build_parser
+
+    args = build_parser().parse_args(["bench", "--miniBatch", "16", "--device", "cpu"])
+    batches = {s.params["group"]: s.params["miniBatch"] for s in bench.build_specs(args)}
+    assert batches == {"lstm": 16, "resnet": 32}
+    args = build_parser().parse_args(["bench", "--group", "cnns", "--cnnBatch", "4", "--device", "cpu"])
+    assert {s.params["miniBatch"] for s in bench.build_specs(args)} == {4}
