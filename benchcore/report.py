@@ -160,8 +160,12 @@ def check_writable(path, overwrite: bool = False) -> Path:
     folder = path.parent
     if not folder.is_dir():
         raise UsageError(f"cannot write {path}: folder {folder} does not exist; create it or choose another path")
-    if not os.access(folder, os.W_OK):
-        raise UsageError(f"cannot write {path}: folder {folder} is not writable; choose another path")
+    try:  # a real probe: os.access says yes to root for /proc and read-only mounts
+        fd, probe = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".probe", dir=folder)
+    except OSError as exc:
+        raise UsageError(f"cannot write {path}: folder {folder} is not writable ({exc.strerror}); choose another path") from None
+    os.close(fd)
+    os.unlink(probe)
     return path
 
 

@@ -59,6 +59,13 @@ def test_missing_folder_and_unwritable_folder_are_usage_errors(tmp_path):
         locked.chmod(0o700)
 
 
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="needs Linux's /proc")
+def test_a_folder_that_refuses_files_is_caught_before_measuring():
+    # os.access() says yes to root for /proc; only a real probe finds out
+    with pytest.raises(UsageError, match="not writable"):
+        check_writable("/proc/report.json")
+
+
 def test_atomic_write_leaves_no_temp_file_behind_on_failure(tmp_path, monkeypatch):
     path = tmp_path / "r.json"
     path.write_text("old")

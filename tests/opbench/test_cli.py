@@ -133,6 +133,7 @@ BAD_INPUTS = [
     ["-w", "-1"],
     ["-o", "missing_folder/x.json"],
     ["-o", "afile/x.json"],  # parent is a file
+    ["-o", "/proc/x.json"],  # a folder that refuses new files, even to root
     ["--all"],
 ]
 

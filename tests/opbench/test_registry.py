@@ -145,3 +145,17 @@ def test_category_lookup_edges():
     assert categories.category_of("_copyto") is None
     with pytest.raises(UsageError, match="unknown category"):
         categories.operators_in("nope")
+
+
+def test_selecting_a_category_takes_opperfs_membership():
+    from opbench.cases import resolve_ops
+
+    assert len(resolve_ops(categories_=["unary"])) == 57  # opperf: 56 + amp_multicast, rounding ops included
+    assert "round" in resolve_ops(categories_=["unary"]) and "round" in resolve_ops(categories_=["rounding"])
+    assert set(resolve_ops(categories_=["shape"])) >= {"split", "reshape_like"}
+    assert resolve_ops(categories_=["binary_misc"]) == ["choose_element_0index", "reshape_like"]
+    # every case still has one home category
+    from opbench.cases import generate_cases
+
+    specs, _ = generate_cases(categories=["unary", "rounding"], tiny=True)
+    assert {s.params["category"] for s in specs if s.name == "round"} == {"rounding"}

@@ -168,6 +168,7 @@ def test_isolated_worker_end_to_end(capsys):
     (["--device", "tpu"], "unknown device 'tpu'"),
     (["--group"], "nothing to run"),
     (["--print-json", "xml"], "invalid choice"),
+    (["--output-file", "/proc/x.json"], "not writable"),
 ])
 def test_usage_errors_are_one_line_exit_2(capsys, argv, message):
     code, out, err = run(capsys, "bench", *TINY, "--nloops", "1", "--device", "cpu", "--group", "rnns", *argv)
