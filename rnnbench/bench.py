@@ -311,7 +311,7 @@ TABLE_COLUMNS = ("name", "fwd_mean_ms", "fwd_std_ms", "fwd_median_ms", "bwd_mean
 
 def _cell(value, width: int) -> str:
     text = value if isinstance(value, str) else ("-" if value is None else f"{value:.4g}")
-    return text.rjust(width) if len(text) < width else text[:width]
+    return text.rjust(width)  # a longer name widens its cell rather than losing its end
 
 
 def table_row(result) -> List[object]:

@@ -145,3 +145,21 @@ def test_resnets_take_fastrnns_batch_of_32_unless_asked():
     assert batches == {"lstm": 16, "resnet": 32}
     args = build_parser().parse_args(["bench", "--group", "cnns", "--cnnBatch", "4", "--device", "cpu"])
     assert {s.params["miniBatch"] for s in bench.build_specs(args)} == {4}
+
+
+def test_absolute_grads_turns_gradient_scaling_off(capsys, monkeypatch):
+    from rnnbench import correctness
+
+    seen = {}
+    real = correctness.check_runners
+
+    def spy(names, **kwargs):
+        seen.update(kwargs)
+        return real(names, **kwargs)
+
+    monkeypatch.setattr(correctness, "check_runners", spy)
+    assert main(["test", *TINY, "--rnns", "jit", "--device", "cpu", "--absolute-grads"]) == 0
+    assert seen["scale_grads"] is False
+    assert main(["test", *TINY, "--rnns", "jit", "--device", "cpu"]) == 0
+    assert seen["scale_grads"] is True
+    capsys.readouterr()
