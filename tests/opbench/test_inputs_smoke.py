@@ -188,11 +188,20 @@ def test_linalg_inputs_are_well_conditioned():
     assert np.allclose(factor, np.tril(factor)) and (np.diag(factor) >= 1).all()
 
 
+#: outputs MXNet leaves unwritten by design: rrelu's mask is only filled in training mode, so
+#: outside autograd it holds whatever memory it got (now and then NaN)
+UNWRITTEN_OUTPUTS = {("LeakyReLU", "rrelu"): 1}
+
+
 def test_no_input_value_is_nan_or_inf_after_running():
     bad = []
     for spec in TINY_SPECS:
         out = cases.materialize(spec).call()
-        for o in (out if isinstance(out, (list, tuple)) else [out]):
+        outs = list(out) if isinstance(out, (list, tuple)) else [out]
+        unwritten = UNWRITTEN_OUTPUTS.get((spec.name, spec.params["inputs"].get("act_type")))
+        if unwritten is not None:
+            outs.pop(unwritten)
+        for o in outs:
             values = (o if o.stype == "default" else o.tostype("default")).asnumpy()
             if values.dtype.kind == "f" and not np.isfinite(values).all():
                 bad.append((spec.name, spec.params["variant"]))
