@@ -271,8 +271,10 @@ def run_cases(
             results.append(result)
             if on_result:
                 on_result(result)
-    finally:
-        runner.close()
+    except BaseException:  # Ctrl-C or an error here: stop the worker now, not after a grace period
+        runner.close(kill=True)
+        raise
+    runner.close()
     return results
 
 
@@ -283,7 +285,7 @@ class _InProcess:
     def run(self, spec, options, timeout_s):
         return execute_one(self.executor, spec, options)
 
-    def close(self):
+    def close(self, kill: bool = False):
         pass
 
 
@@ -314,7 +316,9 @@ class _Isolated:
         if start:
             self.worker = Worker(self.executor, self.env)
 
-    def close(self):
+    def close(self, kill: bool = False):
+        if kill and self.worker is not None:
+            self.worker.kill()
         self._replace_worker(start=False)
 
 

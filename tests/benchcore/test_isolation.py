@@ -130,3 +130,19 @@ def test_resume_after_kill_9_of_the_parent(tmp_path):
     assert len(started) + len(done_before) == 8
     lines = [json.loads(line) for line in checkpoint.read_text().splitlines() if line.strip()]
     assert len({line["key"] for line in lines}) == 8
+
+
+def test_interrupt_stops_a_busy_worker_at_once():
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGALRM, interrupt)
+    signal.alarm(2)  # Ctrl-C arrives while the worker is busy with the hanging case
+    started = time.perf_counter()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            run_cases([case("a", action="ok"), case("b", action="hang")], EXECUTOR, timeout_s=30)
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+    assert time.perf_counter() - started < 5  # no grace period spent on a worker that must go
