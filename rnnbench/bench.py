@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 import time
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack, contextmanager, nullcontext
 from dataclasses import dataclass
 from typing import Dict, Iterator, List, Optional, Sequence
 
@@ -64,13 +64,10 @@ def default_lists() -> Dict[str, Sequence[str]]:
 
 
 def check_fuser(fuser: str, executor: Optional[str]) -> None:
-    """Validate --fuser/--executor against the runners module's list (the contexts' truth)."""
-    from .runners import EXECUTORS as executors, FUSERS as fusers
+    """Validate --fuser/--executor in the parent: known names that this torch can apply."""
+    from .runners import check_jit_settings
 
-    if fuser not in fusers:
-        raise UsageError(f"unknown fuser {fuser!r}; choose one of {', '.join(fusers)}")
-    if executor is not None and executor not in executors:
-        raise UsageError(f"unknown executor {executor!r}; choose one of {', '.join(executors)}")
+    check_jit_settings(fuser, executor or "default")
 
 
 def cuda_available() -> bool:
@@ -89,6 +86,13 @@ def check_device(device: str) -> None:
         raise UsageError(f"unknown device {device!r}; use cpu, cuda or cuda:N")
     if device.startswith("cuda") and not cuda_available():
         raise UsageError(f"--device {device} needs CUDA, but torch sees no CUDA device; use --device cpu")
+    if device.startswith("cuda:"):
+        import torch
+
+        index, count = device.partition(":")[2], torch.cuda.device_count()
+        if not index.isdigit() or int(index) >= count:
+            raise UsageError(f"--device {device}: torch sees {count} CUDA device(s); use cuda:0"
+                             f"{f' to cuda:{count - 1}' if count > 1 else ''}")
 
 
 def check_runners(names: Sequence[str], device: str) -> List:
@@ -175,6 +179,19 @@ def _skip_if_unrunnable(runner, device: str) -> None:
         raise SkipCase(f"{runner.name} runs on CUDA only")
 
 
+def device_context(device: str):
+    """Make a CUDA device current for the span (nothing to do on the CPU).
+
+    torch.cuda.synchronize() and the CUDA events of the timer act on the *current* device and
+    its stream; without this, `--device cuda:1` would time an empty stream on device 0.
+    """
+    if not device.startswith("cuda"):
+        return nullcontext()
+    import torch
+
+    return torch.cuda.device(torch.device(device))
+
+
 @contextmanager
 def runner_contexts(spec: CaseSpec, runner=None) -> Iterator[object]:
     """Enter the case's fuser, executor and runner contexts; yield the runner.
@@ -190,6 +207,7 @@ def runner_contexts(spec: CaseSpec, runner=None) -> Iterator[object]:
     runner = runner or get_runner(spec.name)
     _skip_if_unrunnable(runner, params.get("device", "cpu"))
     with ExitStack() as stack:
+        stack.enter_context(device_context(params.get("device", "cpu")))
         stack.enter_context(fuser_context(params.get("fuser", "te")))
         stack.enter_context(executor_context(params.get("executor", "default")))
         context = getattr(runner, "context", None)

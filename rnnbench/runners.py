@@ -19,6 +19,7 @@ import torch
 
 from benchcore.errors import UsageError
 from rnnbench import cells, factory
+from rnnbench.bench import EXECUTORS, FUSERS  # the names, importable without torch for --help
 
 GROUPS = ("rnns", "cnns", "vl")
 # fastrnns' --print-json oss groups its results under these keys.
@@ -27,8 +28,6 @@ DEFAULT_RNNS = ["cudnn", "aten", "jit", "jit_premul", "jit_premul_bias", "jit_si
                 "jit_multilayer", "py"]
 DEFAULT_CNNS = ["resnet18", "resnet18_jit", "resnet50", "resnet50_jit"]
 DEFAULT_VL = ["vl_cudnn", "vl_jit", "vl_py"]
-FUSERS = ("te", "old", "none", "default")
-EXECUTORS = ("profiling", "simple", "legacy", "default")
 
 # What a correctness check compares a runner with (see correctness.py); None: not checkable.
 REFERENCES = ("lstm", "varlen", "layernorm", "bidirectional")
@@ -151,22 +150,34 @@ def _switches(what: str, settings: dict) -> Iterator[None]:
             _set_switch(key, value)
 
 
+def _settings(kind: str, name: str) -> dict:
+    """The switch settings of a fuser or executor name, or a UsageError listing the valid ones."""
+    table = _FUSER_SETTINGS if kind == "fuser" else _EXECUTOR_SETTINGS
+    if name not in table:
+        raise UsageError(f"unknown {kind} {name!r}; choose one of {', '.join(table)}")
+    return table[name]
+
+
+def check_jit_settings(fuser: str, executor: str = "default") -> None:
+    """Refuse, before any case runs, a fuser or executor that is unknown or that the installed
+    torch cannot apply (a switch missing from torch._C); the contexts would refuse it only
+    inside each worker, one failed case at a time."""
+    for kind, name in (("fuser", fuser), ("executor", executor)):
+        _require_switches(f"{kind} {name!r}", _settings(kind, name))
+
+
 def fuser_context(name: str) -> ContextManager:
     """The TorchScript fuser choice of fastrnns' --fuser: te, old, none or default (untouched).
 
     te: profiling executor with the TensorExpr fuser, fusion on GPU only; old: legacy executor
     without graph optimisation; none: every executor optimisation and fuser off.
     """
-    if name not in _FUSER_SETTINGS:
-        raise UsageError(f"unknown fuser {name!r}; choose one of {', '.join(FUSERS)}")
-    return _switches(f"fuser {name!r}", _FUSER_SETTINGS[name])
+    return _switches(f"fuser {name!r}", _settings("fuser", name))
 
 
 def executor_context(name: str) -> ContextManager:
     """The TorchScript executor of fastrnns' --executor; applied after (so over) the fuser."""
-    if name not in _EXECUTOR_SETTINGS:
-        raise UsageError(f"unknown executor {name!r}; choose one of {', '.join(EXECUTORS)}")
-    return _switches(f"executor {name!r}", _EXECUTOR_SETTINGS[name])
+    return _switches(f"executor {name!r}", _settings("executor", name))
 
 
 @contextlib.contextmanager

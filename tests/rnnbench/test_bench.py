@@ -178,6 +178,18 @@ def test_usage_errors_are_one_line_exit_2(capsys, argv, message):
     assert len(lines) == 1 and lines[0].startswith("rnnbench: error: ") and message in lines[0], err
 
 
+def test_a_fuser_this_torch_lacks_is_refused_before_any_case_runs(capsys, monkeypatch):
+    """Refused in the parent with exit 2, not as one failed case per runner in the worker."""
+    import torch
+
+    monkeypatch.delattr(torch._C, "_jit_set_texpr_fuser_enabled")
+    code, out, err = run(capsys, "bench", *TINY, "--nloops", "1", "--device", "cpu", "--group", "rnns",
+                         "--rnns", "cudnn", "--fuser", "te")
+    assert code == 2 and out == ""
+    assert err.strip() == ("rnnbench: error: fuser 'te' needs torch._C._jit_set_texpr_fuser_enabled, "
+                           f"which torch {torch.__version__} lacks; use 'default'")
+
+
 def test_unknown_runner_lists_valid_ones(capsys):
     code, _, err = run(capsys, "bench", "--device", "cpu", "--rnns", "cudnn", "lstm_typo")
     assert code == 2 and "lstm_typo" in err and "cudnn" in err and "jit_premul" in err
@@ -226,3 +238,58 @@ def test_rendering_of_groups_and_failures():
     table = bench.console_table(results, sep="|")
     assert "Benchmarking ResNets..." in table and "CRASHED: worker killed by SIGSEGV" in table
     assert "|" + "1.5".rjust(16) + "|" in table
+
+
+# ------------------------------------------------------------------ CUDA device choice (faked)
+
+
+def _fake_cuda(monkeypatch, count: int) -> list:
+    """torch.cuda reporting `count` devices; torch.cuda.device records what it is entered with.
+
+    A fake of what this machine lacks (CUDA), so only the choice of device is checked here.
+    """
+    import contextlib
+
+    import torch
+
+    entered = []
+
+    @contextlib.contextmanager
+    def fake_device(device):
+        entered.append(("enter", device))
+        yield
+        entered.append(("exit", device))
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: count)
+    monkeypatch.setattr(torch.cuda, "device", fake_device)
+    return entered
+
+
+@pytest.mark.parametrize("device, message", [
+    ("cuda:2", "--device cuda:2: torch sees 2 CUDA device(s); use cuda:0 to cuda:1"),
+    ("cuda:x", "--device cuda:x: torch sees 2 CUDA device(s)"),
+])
+def test_a_cuda_index_torch_does_not_see_is_a_usage_error(monkeypatch, device, message):
+    from benchcore.errors import UsageError
+
+    _fake_cuda(monkeypatch, 2)
+    bench.check_device("cuda:1")
+    bench.check_device("cuda")
+    with pytest.raises(UsageError) as info:
+        bench.check_device(device)
+    assert str(info.value).startswith(message)
+
+
+def test_the_case_device_is_current_while_a_runner_builds_and_runs(monkeypatch):
+    """Sync and CUDA events act on the current device: cuda:1 must be current, then restored."""
+    import torch
+
+    entered = _fake_cuda(monkeypatch, 2)
+    spec = CaseSpec(bench.SUITE, "cudnn", {"device": "cuda:1", "fuser": "default"})
+    with bench.runner_contexts(spec):
+        assert entered == [("enter", torch.device("cuda:1"))]
+    assert entered[-1] == ("exit", torch.device("cuda:1"))
+    with bench.runner_contexts(CaseSpec(bench.SUITE, "cudnn", {"device": "cpu", "fuser": "default"})):
+        pass
+    assert len(entered) == 2

@@ -239,6 +239,14 @@ def test_unknown_fuser_or_executor_is_a_usage_error():
         runners.executor_context("fast")
 
 
+def test_every_fuser_and_executor_name_has_its_settings():
+    assert tuple(runners._FUSER_SETTINGS) == runners.FUSERS
+    assert tuple(runners._EXECUTOR_SETTINGS) == runners.EXECUTORS
+    for fuser in runners.FUSERS:
+        for executor in runners.EXECUTORS:
+            runners.check_jit_settings(fuser, executor)
+
+
 def test_a_fuser_this_torch_cannot_honour_is_a_usage_error(monkeypatch):
     monkeypatch.delattr(torch._C, "_jit_set_texpr_fuser_enabled")
     before = runners.jit_switch_state()
