@@ -78,7 +78,7 @@ def torch_info() -> dict:
     if torch.cuda.is_available():
         index = torch.cuda.current_device()
         props = torch.cuda.get_device_properties(index)
-        info["gpu"] = {"name": props.name, "capability": f"{props.major}.{props.minor}",
+        info["gpu"] = {"index": index, "name": props.name, "capability": f"{props.major}.{props.minor}",
                        "memory_bytes": props.total_memory, "count": torch.cuda.device_count()}
     return info
 

@@ -169,8 +169,19 @@ def _render(report, fmt: str) -> str:
     return report.to_json() + "\n" if fmt == "json" else bench.markdown_report(report)
 
 
+def bench_environment(args, argv: Sequence[str]) -> dict:
+    """The report's environment, collected with the benchmarked device current, so its `gpu`
+    entry describes the GPU the figures came from (cuda:1 on a two-GPU host, not GPU 0)."""
+    from benchcore.environment import collect
+
+    with bench.device_context(args.device):
+        return collect(bench.SUITE, [PROG, *argv], frameworks=("torch",),
+                       extra={"threads": args.threads, "seed": args.seed,
+                              "timer": "cuda_event" if args.device.startswith("cuda") else "perf_counter"})
+
+
 def _bench(args, argv: Sequence[str]) -> int:
-    from benchcore.environment import collect, now_iso
+    from benchcore.environment import now_iso
     from benchcore.report import Report
 
     core_cli.apply_threads(args.threads)
@@ -192,9 +203,7 @@ def _bench(args, argv: Sequence[str]) -> int:
     settings = core_cli.run_settings_from(args, warmup=args.warmup, runs=args.nloops)
     options = {"settings": settings.to_dict(), "threads": args.threads, "seed": args.seed}
     checkpoint = core_cli.checkpoint_path_for(targets.get("json") or targets["md"]) if targets else None
-    environment = collect(bench.SUITE, [PROG, *argv], frameworks=("torch",),
-                          extra={"threads": args.threads, "seed": args.seed,
-                                 "timer": "cuda_event" if args.device.startswith("cuda") else "perf_counter"})
+    environment = bench_environment(args, argv)
     results = core_cli.sweep(specs, bench.EXECUTOR, options, args, checkpoint)
 
     report = Report(

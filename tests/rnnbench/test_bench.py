@@ -293,3 +293,32 @@ def test_the_case_device_is_current_while_a_runner_builds_and_runs(monkeypatch):
     with bench.runner_contexts(CaseSpec(bench.SUITE, "cudnn", {"device": "cpu", "fuser": "default"})):
         pass
     assert len(entered) == 2
+
+
+def test_the_report_describes_the_gpu_that_was_benchmarked(monkeypatch):
+    import argparse
+    import contextlib
+    import types
+
+    import torch
+
+    from rnnbench.cli import bench_environment
+
+    current = [0]
+
+    @contextlib.contextmanager
+    def fake_device(device):
+        saved, current[0] = current[0], device.index
+        yield
+        current[0] = saved
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    monkeypatch.setattr(torch.cuda, "device", fake_device)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: current[0])
+    monkeypatch.setattr(torch.cuda, "get_device_properties",
+                        lambda i: types.SimpleNamespace(name=f"GPU{i}", major=9, minor=0, total_memory=1))
+    args = argparse.Namespace(device="cuda:1", threads=None, seed=None)
+    env = bench_environment(args, ["bench", "--device", "cuda:1"])
+    assert env["torch"]["gpu"]["index"] == 1 and env["torch"]["gpu"]["name"] == "GPU1"
+    assert env["timer"] == "cuda_event" and current[0] == 0
