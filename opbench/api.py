@@ -119,7 +119,7 @@ def _entries(results: Iterable[CaseResult], raise_on_failure: bool) -> Dict[str,
     return grouped
 
 
-def run_performance_test(ops, inputs, run_backward=True, dtype="float32", ctx=None, profiler="native",
+def run_performance_test(ops, inputs, run_backward=True, dtype="float32", ctx="cpu", profiler="native",
                          warmup=10, runs=50, isolate=False, seed=41):
     """Benchmark one operator or a list sharing `inputs` (a dict or a list of dicts).
 
@@ -152,7 +152,7 @@ def _renamed(entry: dict, ran: str, asked: str) -> dict:
     return {(key[: -len(ran)] + asked if key.endswith("_" + ran) else key): value for key, value in entry.items()}
 
 
-def run_cases_for(ops=None, categories=None, ctx=None, dtype="float32", profiler="native", int64_tensor="off",
+def run_cases_for(ops=None, categories=None, ctx="cpu", dtype="float32", profiler="native", int64_tensor="off",
                   warmup=25, runs=100, isolate=False, tiny=False) -> Dict[str, List[dict]]:
     """Every case of some operators/categories → `{op: [entries]}` sorted by op.
 
@@ -170,7 +170,7 @@ def run_cases_for(ops=None, categories=None, ctx=None, dtype="float32", profiler
 
 
 def _category_runner(category: str) -> Callable:
-    def run(ctx=None, dtype="float32", profiler="native", int64_tensor="off", warmup=25, runs=100,
+    def run(ctx="cpu", dtype="float32", profiler="native", int64_tensor="off", warmup=25, runs=100,
             isolate=False, tiny=False):
         return run_cases_for(categories=[category], ctx=ctx, dtype=dtype, profiler=profiler,
                              int64_tensor=int64_tensor, warmup=warmup, runs=runs, isolate=isolate, tiny=tiny)
@@ -182,7 +182,7 @@ def _category_runner(category: str) -> Callable:
     return run
 
 
-def run_all_mxnet_operator_benchmarks(ctx=None, dtype="float32", profiler="native", int64_tensor="off",
+def run_all_mxnet_operator_benchmarks(ctx="cpu", dtype="float32", profiler="native", int64_tensor="off",
                                       warmup=25, runs=100, isolate=False, tiny=False):
     """Every category (opperf's full sweep) → `{op: [entries]}` sorted by op.
 
@@ -310,7 +310,7 @@ def _variant_workload(label: str, function, tensors: Dict[str, tuple], extra: Di
 
 
 def run_benchmark_operator(name, size=(128, 128), additional_inputs=None, dtype="float32", run_backward=False,
-                           ctx=None, warmup=10, runs=50, profiler="native", printer: Optional[Callable] = print,
+                           ctx="cpu", warmup=10, runs=50, profiler="native", printer: Optional[Callable] = print,
                            seed=41):
     """The same operator from mx.nd, mx.np and mx.npx, each with `size`-shaped tensor inputs.
 

@@ -72,3 +72,11 @@ def test_operators_with_no_benchmark_and_bad_input():
         api.run_performance_test("broadcast_add", [{"lhs": (2, 2), "rhs": (2, 2)}], ctx="tpu")
     with pytest.raises(UsageError):
         api.int64_tensor_flag("ON")  # case-insensitive on, refused on this MXNet
+
+
+def test_api_signatures_show_the_cpu_default_opperf_documents():
+    import inspect
+
+    for fn in (api.run_performance_test, api.run_all_mxnet_operator_benchmarks,
+               api.run_mx_unary_operators_benchmarks, api.run_benchmark_operator):
+        assert inspect.signature(fn).parameters["ctx"].default == "cpu", fn.__name__
