@@ -30,7 +30,7 @@ import tempfile
 import time
 import traceback
 from pathlib import Path
-from typing import Callable, Dict, Iterable, List, Optional
+from typing import Callable, Dict, Iterable, Iterator, List, Optional
 
 from .case import CaseSpec
 from .errors import SkipCase, UsageError
@@ -192,29 +192,84 @@ class Worker:
 
 
 class Checkpoint:
-    """An append-only JSON Lines file of finished CaseResults."""
+    """An append-only JSON Lines file: a header with the run's options, then finished CaseResults.
+
+    The header lets a resume refuse to mix samples taken under other settings (a different
+    --runs, warmup, profiler, threads or seed) into one report that states a single setting.
+    """
+
+    HEADER = "checkpoint_options"
 
     def __init__(self, path):
         self.path = Path(path)
 
+    def _records(self) -> Iterator[dict]:
+        """Every readable line; a torn last line (killed mid-write) is ignored."""
+        for line in self.path.read_text().splitlines():
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if isinstance(record, dict):
+                yield record
+
     def load(self) -> Dict[str, CaseResult]:
-        """Results by case key; a torn last line (killed mid-write) is ignored."""
+        """Results by case key."""
         results: Dict[str, CaseResult] = {}
         if not self.path.exists():
             return results
-        for line in self.path.read_text().splitlines():
+        for record in self._records():
+            if self.HEADER in record:
+                continue
             try:
-                result = CaseResult.from_dict(json.loads(line))
-            except (json.JSONDecodeError, KeyError, ValueError, TypeError):
+                result = CaseResult.from_dict(record)
+            except (KeyError, ValueError, TypeError):
                 continue
             results[result.spec.key] = result
         return results
 
+    def options(self) -> Optional[dict]:
+        """The options the checkpointed cases ran with (None for a headerless file)."""
+        return next((r[self.HEADER] for r in self._records() if self.HEADER in r), None)
+
+    def start(self, options: dict) -> None:
+        self._write({self.HEADER: _comparable(options)})
+
     def append(self, result: CaseResult) -> None:
+        self._write(result.to_dict())
+
+    def _write(self, record: dict) -> None:
         with open(self.path, "a") as handle:
-            handle.write(json.dumps(result.to_dict(), default=_json_default) + "\n")
+            handle.write(json.dumps(record, default=_json_default) + "\n")
             handle.flush()
             os.fsync(handle.fileno())
+
+    def check_resumable(self, options: dict) -> None:
+        """Refuse a resume whose options differ from those the checkpointed cases ran with."""
+        stored, current = self.options(), _comparable(options)
+        if stored is None or stored == current:
+            return
+        changes = "; ".join(f"{key}: {old!r} then, {new!r} now"
+                            for key, (old, new) in _differences(stored, current).items())
+        raise UsageError(f"checkpoint {self.path} was measured with other settings ({changes}); "
+                         "resume with the flags of the interrupted run, or delete the checkpoint to start over")
+
+
+def _comparable(options: dict) -> dict:
+    """Options as they read back from JSON, so a stored copy compares equal to a fresh one."""
+    return json.loads(json.dumps(options, default=_json_default))
+
+
+def _differences(old: dict, new: dict, prefix: str = "") -> Dict[str, tuple]:
+    """Flattened `a.b` keys whose values differ between two option dicts."""
+    changes: Dict[str, tuple] = {}
+    for key in sorted(set(old) | set(new), key=str):
+        a, b = old.get(key), new.get(key)
+        if isinstance(a, dict) and isinstance(b, dict):
+            changes.update(_differences(a, b, f"{prefix}{key}."))
+        elif a != b:
+            changes[f"{prefix}{key}"] = (a, b)
+    return changes
 
 
 def _result(spec: CaseSpec, answer: dict) -> CaseResult:
@@ -255,7 +310,10 @@ def run_cases(
     if store and store.path.exists():
         if not resume:
             raise UsageError(f"checkpoint {store.path} exists from an interrupted run; pass --resume to continue it or delete it")
+        store.check_resumable(options)
         done = store.load()
+    elif store:
+        store.start(options)
     runner = _InProcess(executor) if not isolate else _Isolated(executor, env, memory_limit_bytes)
     results: List[CaseResult] = []
     try:

@@ -22,12 +22,19 @@ def median_confidence_ranks(n: int, confidence: float = 0.95) -> Optional[tuple]
     Distribution-free: the number of samples below the true median is Binomial(n, 1/2), so
     [x_(k), x_(n-1-k)] covers the median with probability 1 - 2*P(B <= k). None when n is too
     small for any pair of order statistics to reach the confidence (n < 6 at 95%).
+
+    Binomial terms are computed in log space (comb(n, k) / 2**n overflows a float from n = 1024
+    on), and the sum starts 10·√n (20 standard deviations) below n/2: by Hoeffding's bound the
+    terms left out add up to less than e**-200, far below any confidence level's tail.
     """
     alpha = 1.0 - confidence
+    log_total = n * math.log(2.0)
+    start = max(0, int(n / 2 - 10 * math.sqrt(n)))
     best = None
     cumulative = 0.0
-    for k in range(n // 2):
-        cumulative += math.comb(n, k) / 2.0 ** n
+    for k in range(start, n // 2):
+        log_comb = math.lgamma(n + 1) - math.lgamma(k + 1) - math.lgamma(n - k + 1)
+        cumulative += math.exp(log_comb - log_total)
         if cumulative > alpha / 2:
             break
         best = k

@@ -79,7 +79,7 @@ def test_checkpoint_collects_results_and_resume_skips_them(tmp_path):
     checkpoint = tmp_path / "run.checkpoint.jsonl"
     first = [case("a", action="ok", value=1), case("b", action="raise")]
     run_cases(first, EXECUTOR, timeout_s=10, checkpoint=checkpoint)
-    assert len(checkpoint.read_text().splitlines()) == 2
+    assert len(checkpoint.read_text().splitlines()) == 3  # the options header, then two results
     with pytest.raises(UsageError, match="--resume"):
         run_cases(first, EXECUTOR, checkpoint=checkpoint)
     started = []
@@ -88,6 +88,24 @@ def test_checkpoint_collects_results_and_resume_skips_them(tmp_path):
                         on_start=lambda spec, i, n: started.append(spec.name))
     assert started == ["c"]
     assert [r.status for r in results] == ["ok", "failed", "ok"]
+
+
+def test_resume_refuses_cases_measured_under_other_options(tmp_path):
+    """A report states one setting: samples taken with --runs 300 must not join a --runs 3 run."""
+    checkpoint = tmp_path / "run.checkpoint.jsonl"
+    specs = [case("a", action="ok", value=1), case("b", action="ok", value=2)]
+    measured_with = {"settings": {"warmup": 1, "runs": 300}, "threads": None}
+    run_cases(specs[:1], EXECUTOR, isolate=False, checkpoint=checkpoint, options=measured_with)
+    assert Checkpoint(checkpoint).options() == measured_with
+    with pytest.raises(UsageError) as info:
+        run_cases(specs, EXECUTOR, isolate=False, checkpoint=checkpoint, resume=True,
+                  options={"settings": {"warmup": 1, "runs": 3}, "threads": None})
+    assert str(info.value) == (f"checkpoint {checkpoint} was measured with other settings "
+                               "(settings.runs: 300 then, 3 now); resume with the flags of the "
+                               "interrupted run, or delete the checkpoint to start over")
+    results = run_cases(specs, EXECUTOR, isolate=False, checkpoint=checkpoint, resume=True,
+                        options=dict(measured_with))
+    assert [r.metrics["value"] for r in results] == [1, 2]
 
 
 def test_torn_checkpoint_line_is_ignored(tmp_path):
@@ -113,7 +131,7 @@ def test_resume_after_kill_9_of_the_parent(tmp_path):
     parent = subprocess.Popen([sys.executable, str(script)], cwd=ROOT)
     deadline = time.time() + 60
     while time.time() < deadline:
-        if checkpoint.exists() and len(checkpoint.read_text().splitlines()) >= 2:
+        if checkpoint.exists() and len(checkpoint.read_text().splitlines()) >= 3:  # header + 2
             break
         time.sleep(0.05)
     parent.send_signal(signal.SIGKILL)
@@ -129,7 +147,8 @@ def test_resume_after_kill_9_of_the_parent(tmp_path):
     assert set(started).isdisjoint(done_before)
     assert len(started) + len(done_before) == 8
     lines = [json.loads(line) for line in checkpoint.read_text().splitlines() if line.strip()]
-    assert len({line["key"] for line in lines}) == 8
+    assert "checkpoint_options" in lines[0]
+    assert len({line["key"] for line in lines[1:]}) == 8
 
 
 def test_interrupt_stops_a_busy_worker_at_once():

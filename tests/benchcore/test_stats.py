@@ -40,6 +40,33 @@ def test_median_ci_ranks_follow_the_binomial():
     assert median_confidence_ranks(20) == (5, 14)
 
 
+def _exact_ranks(n: int, confidence: float = 0.95):
+    """The same ranks from exact integer binomial sums (slow, fine for a test)."""
+    from fractions import Fraction
+    from math import comb
+
+    tail, best, cumulative = Fraction(1 - confidence) / 2, None, 0
+    for k in range(n // 2):
+        cumulative += comb(n, k)
+        if Fraction(cumulative, 2 ** n) > tail:
+            break
+        best = k
+    return None if best is None else (best, n - 1 - best)
+
+
+@pytest.mark.parametrize("n", [6, 7, 50, 101, 1023, 1024, 1500, 3000])
+def test_median_ci_ranks_match_exact_arithmetic_past_float_range(n):
+    """2**n overflows a float from n = 1024: ranks must still be right (adaptive runs get there)."""
+    assert median_confidence_ranks(n) == _exact_ranks(n)
+
+
+def test_a_measurement_of_a_million_samples_reports_its_ci():
+    m = Measurement([float(i % 1000) for i in range(10**6)])
+    lo, hi = m.median_ci95
+    assert lo <= m.median <= hi
+    assert m.to_dict()["n"] == 10**6
+
+
 def test_ci_brackets_median():
     m = Measurement(list(range(1, 21)))
     lo, hi = m.median_ci95
