@@ -3,6 +3,9 @@
 The parent sends one case at a time to a worker (`python -m benchcore.isolation EXECUTOR`)
 over a pipe and waits for its answer with a timeout. The worker imports the suite's executor
 once and is reused across cases, so the framework import and its warm caches are paid once.
+An executor's module may name the modules to import before the first case in `WORKER_PRELOAD`
+(e.g. the framework): the worker reports ready only after them, and a case's timeout and wall
+time start when the worker is ready, so they never include a worker's start-up.
 
 - An exception in the executor is answered as `failed`, with the traceback.
 - A worker that dies (segfault, abort, SIGKILL) is recorded as `crashed`, with the signal and
@@ -37,14 +40,20 @@ from .errors import SkipCase, UsageError
 from .report import CaseResult
 
 STDERR_TAIL_CHARS = 4000
+#: How long a fresh worker may take to import its executor and WORKER_PRELOAD modules.
+STARTUP_TIMEOUT_S = 600.0
+READY = {"ready": True}
 
 
-def load_executor(path: str) -> Callable[[CaseSpec, dict], dict]:
-    """Import "package.module:function"."""
+def load_executor(path: str, preload: bool = False) -> Callable[[CaseSpec, dict], dict]:
+    """Import "package.module:function" (and, with preload, the module's WORKER_PRELOAD)."""
     module_name, _, function_name = path.partition(":")
     if not function_name:
         raise UsageError(f"executor {path!r} must look like 'package.module:function'")
-    return getattr(importlib.import_module(module_name), function_name)
+    module = importlib.import_module(module_name)
+    for name in getattr(module, "WORKER_PRELOAD", ()) if preload else ():
+        importlib.import_module(name)
+    return getattr(module, function_name)
 
 
 def execute_one(executor: Callable, spec: CaseSpec, options: dict) -> dict:
@@ -82,7 +91,8 @@ def worker_main(executor_path: str) -> None:
     protocol = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)
     sys.stdout = sys.stderr
-    executor = load_executor(executor_path)
+    executor = load_executor(executor_path, preload=True)
+    protocol.write(json.dumps(READY) + "\n")
     for line in sys.stdin:
         if not line.strip():
             continue
@@ -124,6 +134,27 @@ class Worker:
             start_new_session=True,  # Ctrl-C reaches the parent, which then stops the worker
         )
         self.rss_bytes: Optional[int] = None
+        self.ready = False
+
+    def wait_ready(self) -> Optional[dict]:
+        """Wait for the worker's start-up; None when ready, else the crashed/timeout answer
+        for the case that was to run."""
+        if self.ready:
+            return None
+        started = time.perf_counter()
+        line = self._read_line(STARTUP_TIMEOUT_S)
+        wall_s = time.perf_counter() - started
+        if line and line.strip() == json.dumps(READY).encode():
+            self.ready = True
+            return None
+        if line is None:
+            self.kill()
+            return {"status": "timeout", "error": f"worker did not start within {STARTUP_TIMEOUT_S:g} s; killed",
+                    "stderr_tail": self.stderr_since(0), "wall_s": wall_s}
+        if line:  # not the protocol's greeting: this worker cannot be trusted with a case
+            self.kill()
+        return {"status": "crashed", "error": f"{_describe_exit(self.process.wait())} while starting",
+                "stderr_tail": self.stderr_since(0), "wall_s": wall_s}
 
     def stderr_since(self, offset: int) -> str:
         self.stderr_file.flush()
@@ -137,6 +168,9 @@ class Worker:
 
     def request(self, spec: CaseSpec, options: dict, timeout_s: Optional[float]) -> dict:
         """Send a case; return the worker's answer or a crashed/timeout answer."""
+        failed_start = self.wait_ready()
+        if failed_start:
+            return failed_start
         offset = self.stderr_offset()
         started = time.perf_counter()
         try:

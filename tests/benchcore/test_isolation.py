@@ -75,6 +75,20 @@ def test_in_process_mode_runs_here():
     assert results[1].status == "failed"
 
 
+def test_worker_start_up_counts_neither_against_the_timeout_nor_in_wall_time():
+    """A 2 s framework import is the worker's, not the case's: a 1 s timeout still holds."""
+    results = run_cases([case("a", action="ok"), case("b", action="ok")],
+                        "tests.benchcore.slow_start_executor:execute", timeout_s=1)
+    assert [r.status for r in results] == ["ok", "ok"]
+    assert all(r.wall_s < 2 for r in results)  # the 2 s import is not in any case's wall time
+
+
+def test_a_worker_that_dies_while_starting_is_a_crashed_case():
+    results = run_cases([case("a", action="ok")], "tests.benchcore.no_such_module:execute", timeout_s=5)
+    assert results[0].status == "crashed" and results[0].error.endswith("while starting")
+    assert "No module named 'tests.benchcore.no_such_module'" in results[0].stderr_tail
+
+
 def test_checkpoint_collects_results_and_resume_skips_them(tmp_path):
     checkpoint = tmp_path / "run.checkpoint.jsonl"
     first = [case("a", action="ok", value=1), case("b", action="raise")]
