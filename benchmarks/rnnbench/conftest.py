@@ -15,3 +15,6 @@ def pytest_addoption(parser):
     group.addoption("--rnnbench-runners", nargs="*", default=None,
                     help="runners to benchmark (default: every registered runner)")
     group.addoption("--rnnbench-seed", type=int, default=17, help="seed for inputs and parameters (default 17)")
+    group.addoption("--rnnbench-warmup", type=int, default=10,
+                    help="forward+backward iterations run before pytest-benchmark times a runner, so TorchScript's "
+                         "profiling executor has optimised (default 10, as rnnbench bench --warmup)")

@@ -3,7 +3,8 @@
 Run with `pytest benchmarks/rnnbench --benchmark-only` (any `--benchmark-*` option works);
 it lives outside tests/ because at fastrnns' default sizes it takes minutes. The same runners,
 contexts and Workloads as `rnnbench bench` are used; only the timing loop is
-pytest-benchmark's. CUDA-only runners are skipped, with a reason, on a machine without CUDA.
+pytest-benchmark's, after `--rnnbench-warmup` untimed iterations. CUDA-only runners are
+skipped, with a reason, on a machine without CUDA.
 """
 
 from __future__ import annotations
@@ -60,25 +61,43 @@ def prepared(request, runner_name):
         pytest.skip(f"{runner_name} runs on CUDA only (device is {spec.params['device']})")
     try:
         with bench.prepared(spec) as prep:
+            _warm_up(prep.workload, spec.params["device"], _option(request.config, "--rnnbench-warmup", 10))
             yield spec, prep
     except SkipCase as exc:
         pytest.skip(str(exc))
+
+
+def _warm_up(workload, device: str, iterations: int) -> None:
+    """Forward and backward iterations, untimed for the report, through rnnbench bench's loop.
+
+    pytest-benchmark's own warmup is off by default and knows nothing of backward; without this
+    the first rounds of a TorchScript runner (profiling runs, then optimisation: tens of ms
+    where the steady state takes well under one) would land in its mean.
+    """
+    from benchcore.runner import RunSettings, run_workload
+    from benchcore.timers import timer_for
+
+    if iterations < 0:
+        raise pytest.UsageError(f"--rnnbench-warmup must be >= 0, got {iterations}")
+    if iterations:
+        run_workload(workload, RunSettings(warmup=0, runs=iterations), timer_for(device, workload.sync))
 
 
 def _rounds(config) -> int:
     return max(int(_option(config, "benchmark_min_rounds", 5) or 5), 1)
 
 
-def _label(benchmark, spec, phase):
+def _label(benchmark, spec, phase, config):
     benchmark.group = "fastrnns"
     benchmark.extra_info.update({"phase": phase, "unit_note": "pytest-benchmark reports seconds",
+                                 "warmup_iterations": _option(config, "--rnnbench-warmup", 10),
                                  **{k: spec.params[k] for k in (*SIZE_NAMES, "device", "fuser", "executor", "seed")}})
 
 
 def test_forward(benchmark, prepared, request):
     spec, prep = prepared
     workload = prep.workload
-    _label(benchmark, spec, "forward")
+    _label(benchmark, spec, "forward", request.config)
 
     def forward():
         output = workload.forward()
@@ -93,7 +112,7 @@ def test_backward(benchmark, prepared, request):
     workload = prep.workload
     if workload.backward is None:
         pytest.skip(f"{spec.name} has no backward")
-    _label(benchmark, spec, "backward")
+    _label(benchmark, spec, "backward", request.config)
 
     ran = []
 
@@ -103,6 +122,7 @@ def test_backward(benchmark, prepared, request):
             workload.zero_grad()
         output = workload.forward()
         prepared_input = workload.backward_setup(output) if workload.backward_setup else output
+        workload.sync()  # the forward's queued kernels must not run inside the timed backward
         return (prepared_input,), {}
 
     def backward(prepared_input):
