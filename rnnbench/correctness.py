@@ -16,6 +16,9 @@ the tolerance is absolute for gradients up to 1 and relative to the tensor's lar
 beyond. Outputs and states are bounded (|h| < 1) and compared as given. A wrong cell still
 misses by the gradient's own order of magnitude.
 
+Both sides run in IEEE float32: TF32 is switched off for the check (see runners.ieee_float32),
+since cuDNN's LSTM would otherwise use it on recent GPUs and the hand-written runners would not.
+
 A mismatch or an error is a failed CheckResult with a message — never an exception or a
 debugger prompt (fastrnns' test.py dropped into pdb). Only the caller's own mistakes (unknown
 runner, CNN runner, bad size or device) raise UsageError.
@@ -33,7 +36,7 @@ from tabulate import tabulate
 
 from benchcore.errors import UsageError
 from rnnbench import factory
-from rnnbench.runners import Runner, get_runners, lstm_runner_names
+from rnnbench.runners import Runner, get_runners, ieee_float32, lstm_runner_names
 
 DEFAULT_SIZES = dict(seqLength=100, numLayers=1, inputSize=512, hiddenSize=512, miniBatch=64)
 DEFAULT_SEED = 17
@@ -290,7 +293,8 @@ def check_runner(name: str, seqLength: int = 100, numLayers: int = 1, inputSize:
     options = dict(runner.check_options)
     note = f" (checked with {_fmt_options(options)})" if options else ""
     try:
-        failures = _run_check(runner, sizes, device, seed, tol, diffs, scales)
+        with ieee_float32():
+            failures = _run_check(runner, sizes, device, seed, tol, diffs, scales)
     except _Mismatch as exc:
         return CheckResult(name, False, diffs, f"{exc}{note}", options, scales)
     except Exception as exc:  # the runner itself broke: a failed check, not a crash

@@ -87,6 +87,24 @@ def scripting_disabled() -> Iterator[None]:
             state.enable()
 
 
+@contextlib.contextmanager
+def ieee_float32() -> Iterator[None]:
+    """TF32 off for cuBLAS matmuls and cuDNN (RNNs included) for the span, then restored.
+
+    On Ampere and later GPUs cuDNN's LSTM uses TF32 by default (torch.backends.cudnn.allow_tf32
+    is True) while the hand-written runners' matmuls do not, so a correctness check would
+    compare 10-bit-mantissa against full float32 arithmetic. The legacy switches are used: they
+    set every cuDNN operator at once, and reading them back stays valid. No effect on a CPU.
+    """
+    saved = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    try:
+        yield
+    finally:
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = saved
+
+
 # Each JIT switch: (getter, setter) names in torch._C. Getters let a context restore exactly
 # what it found.
 _SWITCHES = {

@@ -137,6 +137,25 @@ def test_a_runner_that_raises_is_a_failed_check_not_a_crash(register):
     assert result.message == "error: RuntimeError: shape mismatch in layer 1"
 
 
+def test_the_check_runs_in_ieee_float32_and_restores_tf32_after(register):
+    """cuDNN's LSTM uses TF32 on recent GPUs by default; the check must compare full float32."""
+    seen = []
+
+    def creator(**kw):
+        seen.append((torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32))
+        return factory.nn_lstm_creator(**kw)
+
+    register("watched", creator)
+    before = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)
+    torch.backends.cuda.matmul.allow_tf32 = True
+    try:
+        assert correctness.check_runner("watched", **SMALL).passed
+        assert seen == [(False, False)]
+        assert (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32) == (True, before[1])
+    finally:
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = before
+
+
 def test_tolerance_is_configurable():
     assert correctness.check_runner("cudnn", atol=0.0, numLayers=1, **SMALL).passed
     strict = correctness.check_runner("jit_layernorm_decom", atol=0.0, numLayers=1, **SMALL)
