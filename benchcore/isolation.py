@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Callable, Dict, Iterable, Iterator, List, Optional
 
 from .case import CaseSpec
-from .errors import SkipCase, UsageError
+from .errors import SkipCase, UsageError, error_summary
 from .report import CaseResult
 
 STDERR_TAIL_CHARS = 4000
@@ -67,7 +67,7 @@ def execute_one(executor: Callable, spec: CaseSpec, options: dict) -> dict:
     except Exception as exc:  # the case failed, the worker lives on
         answer = {
             "status": "failed",
-            "error": f"{type(exc).__name__}: {exc}".strip().splitlines()[0][:2000] if str(exc) else type(exc).__name__,
+            "error": error_summary(exc),
             "traceback": traceback.format_exc()[-STDERR_TAIL_CHARS:],
         }
     answer["wall_s"] = time.perf_counter() - started

@@ -41,6 +41,8 @@ import sys
 from pathlib import Path
 from typing import Dict, Iterable, List, Optional, Tuple
 
+from benchcore.errors import error_summary
+
 NO_FGRADIENT = "not differentiable: MXNet registers no gradient for it (no FGradient)"
 NO_TENSOR_INPUT = "not differentiable: it takes no tensor input (only shapes and parameters)"
 NO_OUTPUT = "not differentiable: it returns no output (writes its inputs in place)"
@@ -107,23 +109,18 @@ def probe_one(op: str) -> Tuple[bool, Optional[str]]:
     except mx.base.MXNetError as exc:
         if "Inplace operations" in str(exc):
             return False, IN_PLACE
-        raise ProbeError(f"{op}: recording failed for another reason: {_last_line(exc)}") from exc
+        raise ProbeError(f"{op}: recording failed for another reason: {error_summary(exc)}") from exc
     try:
         mx.autograd.backward(heads, [mx.nd.ones_like(h) for h in heads])
         mx.nd.waitall()
     except mx.base.MXNetError as exc:
         if "non-differentiable" in str(exc) and "FGradient" in str(exc):
             return False, NO_FGRADIENT
-        raise ProbeError(f"{op}: backward failed for another reason: {_last_line(exc)}") from exc
+        raise ProbeError(f"{op}: backward failed for another reason: {error_summary(exc)}") from exc
     missing = [i for i, a in enumerate(m.grad_arrays) if a.grad is None]
     if missing:
         raise ProbeError(f"{op}: backward ran but inputs {missing} got no gradient")
     return True, None
-
-
-def _last_line(exc: BaseException) -> str:
-    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
-    return lines[-1] if lines else type(exc).__name__
 
 
 def probe(ops: Iterable[str], python: Optional[str] = None, timeout_s: float = 600.0) -> Dict[str, dict]:
@@ -158,7 +155,7 @@ def _child(ops: List[str]) -> int:
             ok, reason = probe_one(op)
             item = {"op": op, "differentiable": ok, "reason": reason}
         except Exception as exc:  # reported, not raised: the other operators still get probed
-            item = {"op": op, "differentiable": None, "reason": f"probe error: {_last_line(exc)}"}
+            item = {"op": op, "differentiable": None, "reason": f"probe error: {error_summary(exc)}"}
         print(json.dumps(item), flush=True)
     sys.stdout.flush()
     os._exit(0)  # skip MXNet's teardown: an earlier operator's damage must not look like a crash

@@ -34,7 +34,7 @@ import torch
 import torch.nn.functional as F
 from tabulate import tabulate
 
-from benchcore.errors import UsageError
+from benchcore.errors import UsageError, error_summary
 from rnnbench import factory
 from rnnbench.runners import Runner, get_runners, ieee_float32, lstm_runner_names
 
@@ -298,10 +298,7 @@ def check_runner(name: str, seqLength: int = 100, numLayers: int = 1, inputSize:
     except _Mismatch as exc:
         return CheckResult(name, False, diffs, f"{exc}{note}", options, scales)
     except Exception as exc:  # the runner itself broke: a failed check, not a crash
-        text = str(exc).strip().splitlines()
-        return CheckResult(name, False, diffs,
-                           f"error: {type(exc).__name__}: {text[0] if text else ''}{note}",
-                           options, scales)
+        return CheckResult(name, False, diffs, f"error: {error_summary(exc)}{note}", options, scales)
     if failures:
         message = f"out of tolerance ({tol}): {', '.join(failures)}"
         return CheckResult(name, False, diffs, message + note, options, scales)

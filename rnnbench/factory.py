@@ -27,7 +27,7 @@ from typing import Any, Callable, List, Optional, Sequence
 import torch
 
 from benchcore.case import Workload
-from benchcore.errors import UsageError
+from benchcore.errors import UsageError, error_summary
 from rnnbench import cells
 
 VARLEN_LENGTHS = (30, 100)  # fastrnns' variable-length range: lengths drawn from [30, 100)
@@ -619,10 +619,8 @@ def _warm_compile(forward: Callable, data: LSTMData, backend: str) -> dict:
     except Exception as exc:
         if not _is_compile_failure(exc):
             raise
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-        raise UsageError(f"torch.compile (backend {backend}) failed here: "
-                         f"{type(exc).__name__}: {first}; a C++ compiler is needed for the "
-                         "inductor backend on CPU") from exc
+        raise UsageError(f"torch.compile (backend {backend}) failed here: {error_summary(exc)}; "
+                         "a C++ compiler is needed for the inductor backend on CPU") from exc
     for param in data.params:
         param.grad = None
     return {"compile_forward_s": mid - start, "compile_backward_s": end - mid,

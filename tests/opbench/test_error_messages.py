@@ -1,0 +1,18 @@
+"""A failing operator's report says MXNet's reason, not "Traceback (most recent call last):"."""
+
+import pytest
+
+mx = pytest.importorskip("mxnet")
+
+from benchcore.isolation import run_cases  # noqa: E402
+from opbench.cases import spec_from_inputs  # noqa: E402
+
+
+def test_an_mxnet_error_is_recorded_with_its_check_message():
+    spec = spec_from_inputs("dot", {"lhs": (4, 4), "rhs": (5, 4)}, "float32", "cpu(0)", True, 41)
+    settings = {"warmup": 0, "runs": 1, "run_backward": True}
+    [result] = run_cases([spec], "opbench.mxnet_backend:execute",
+                         {"settings": settings, "profiler": "native", "threads": None}, isolate=False)
+    assert result.status == "failed"
+    assert result.error.startswith("MXNetError: Check failed")
+    assert "dot shape error: [4,4] X [5,4]" in result.error
