@@ -95,6 +95,31 @@ def check_device(device: str) -> None:
                              f"{f' to cuda:{count - 1}' if count > 1 else ''}")
 
 
+#: Each runner group (runners.GROUPS) as a message names it, and the bench flag that runs it.
+GROUP_KINDS = {"rnns": "an LSTM runner", "cnns": "a CNN runner", "vl": "a variable-length LSTM runner"}
+GROUP_FLAGS = {"rnns": "--rnns", "cnns": "--cnns", "vl": "--variable-lstms"}
+
+
+def check_runner_list(names: Optional[Sequence[str]], flag: str, groups: Sequence[str], takes: str,
+                      default: str) -> None:
+    """Refuse a runner list given empty or naming runners of another group (None: not given).
+
+    argparse's nargs='*' turns a bare `--rnns` into [], which would quietly run the default
+    list; and a runner in the wrong list runs with the wrong sizes: a ResNet under --rnns gets
+    --miniBatch images, an LSTM under --cnns gets --cnnBatch and the resnet key of --print-json.
+    """
+    if names is None:
+        return
+    if not names:
+        raise UsageError(f"{flag} needs at least one runner name; omit it for the default list ({default})")
+    from .runners import get_runners
+
+    misplaced = [r for r in get_runners(list(names)) if r.group not in groups]
+    if misplaced:
+        raise UsageError(f"{flag} takes {takes} only; " + "; ".join(
+            f"{r.name} is {GROUP_KINDS[r.group]}, which bench runs with {GROUP_FLAGS[r.group]}" for r in misplaced))
+
+
 def check_runners(names: Sequence[str], device: str) -> List:
     """Resolve runner names; every unknown one is named at once, with the valid ones."""
     from .runners import get_runners

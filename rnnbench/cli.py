@@ -12,6 +12,7 @@ profiler failure; 2 a usage error, as one line.
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from typing import List, Optional, Sequence
 
@@ -24,6 +25,8 @@ from . import bench
 PROG = "rnnbench"
 SHARED_COMMANDS = ("compare", "plot", "merge")
 DEFAULT_SEED = 17
+#: torch seeds an int64 generator state, and the creators also seed one with seed + 1.
+SEED_MAX = 2**63 - 2
 BENCH_TIMEOUT_S = 3600
 
 
@@ -34,6 +37,30 @@ def _err(*lines: str) -> None:
 
 # --------------------------------------------------------------------------------------------
 # Parser
+
+
+def seed_value(text: str) -> int:
+    """--seed for every subcommand: refused here, since torch would raise only inside a worker
+    (one failed runner each) or, in profile, as a traceback."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if not 0 <= value <= SEED_MAX:
+        raise argparse.ArgumentTypeError(f"{value} is outside 0 to {SEED_MAX} (2**63 - 2); pick a seed in that range")
+    return value
+
+
+def finite_non_negative(text: str) -> float:
+    """A tolerance or a pause: NaN passes every `< 0` check and then fails every comparison
+    (or sleep), and inf makes a tolerance accept anything, so both are refused with negatives."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"{text} must be a finite number >= 0")
+    return value
 
 
 def _add_sizes(parser, nloops_default: int, cnns: bool = False) -> None:
@@ -53,8 +80,8 @@ def _add_model_options(parser, with_seed_default: Optional[int] = DEFAULT_SEED) 
     parser.add_argument("--fuser", default="te", help=f"TorchScript fuser: {', '.join(bench.FUSERS)} (default te)")
     parser.add_argument("--executor", default=None,
                         help=f"TorchScript executor: {', '.join(bench.EXECUTORS)} (default: the fuser's choice)")
-    parser.add_argument("--seed", type=int, default=with_seed_default,
-                        help=f"seed for inputs and parameters, recorded in the report (default {with_seed_default})")
+    parser.add_argument("--seed", type=seed_value, default=with_seed_default,
+                        help=f"seed for inputs and parameters, 0 to 2**63 - 2, recorded in the report (default {with_seed_default})")
 
 
 def _bench_parser(sub) -> None:
@@ -68,7 +95,9 @@ def _bench_parser(sub) -> None:
     p.add_argument("--sep", default=" ", help="separator of the console table's columns (default ' ')")
     p.add_argument("--print-json", nargs="?", const="oss", default=None, choices=("oss", "pep"),
                    help="print results to stdout in fastrnns' JSON shapes: oss (one line, default) or pep (one line per iteration)")
-    p.add_argument("--rnns", nargs="*", default=None, help="LSTM runners (default: the fastrnns LSTM group)")
+    p.add_argument("--rnns", nargs="*", default=None,
+                   help="LSTM runners, custom and vl_* ones included (default: the fastrnns LSTM group; "
+                        "--variable-lstms adds the vl_* group)")
     p.add_argument("--cnns", nargs="*", default=None, help="CNN runners (default: resnet18 resnet18_jit resnet50 resnet50_jit)")
     p.add_argument("--group", nargs="*", default=["cnns", "rnns"], choices=("cnns", "rnns"),
                    help="groups to run (default: cnns rnns)")
@@ -90,32 +119,36 @@ def _test_parser(sub) -> None:
     for name, default in bench.SIZE_DEFAULTS.items():
         p.add_argument(f"--{name}", type=positive_int, default=default, help=f"default {default}")
     p.add_argument("--rnns", nargs="*", default=None, help="runners to check (default: all LSTM runners)")
-    p.add_argument("--atol", type=float, default=1e-3, help="absolute tolerance (default 1e-3)")
-    p.add_argument("--rtol", type=float, default=0.0, help="relative tolerance (default 0)")
+    p.add_argument("--atol", type=finite_non_negative, default=1e-3, help="absolute tolerance, finite and >= 0 (default 1e-3)")
+    p.add_argument("--rtol", type=finite_non_negative, default=0.0, help="relative tolerance, finite and >= 0 (default 0)")
     p.add_argument("--absolute-grads", action="store_true",
                    help="compare gradients at --atol as they are; by default each gradient pair is first divided by "
                         "max(1, largest reference gradient), since float32 alone differs by more than 1e-3 where "
                         "gradients reach 1e4 (layer-norm LSTMs at fastrnns' sizes)")
     p.add_argument("--device", default=None, help="cpu, cuda or cuda:N (default: cuda when available, else cpu)")
-    p.add_argument("--seed", type=int, default=DEFAULT_SEED, help=f"default {DEFAULT_SEED}")
+    p.add_argument("--seed", type=seed_value, default=DEFAULT_SEED, help=f"0 to 2**63 - 2 (default {DEFAULT_SEED})")
     p.add_argument("--threads", type=positive_int, default=None, help="CPU threads for torch")
 
 
 def _profile_parser(sub) -> None:
-    from .profiling import DEFAULT_OUTPUT_DIR, DEFAULT_PROFILE_RNNS, PROFILERS
+    from .profiling import DEFAULT_OUTPUT_DIR, DEFAULT_PROFILE_RNNS, DEFAULT_WARMUP, PROFILERS
 
     p = sub.add_parser("profile", help="run runners under nsys, nvprof or torch.profiler (fastrnns profile.py)",
                        description="Profile runners: nsys/nvprof re-run this command under the tool; torch runs in-process.")
     _add_sizes(p, nloops_default=5)
     _add_model_options(p)
-    p.add_argument("--rnns", nargs="*", default=None, help=f"runners to profile (default: {' '.join(DEFAULT_PROFILE_RNNS)})")
+    p.add_argument("--rnns", nargs="*", default=None,
+                   help=f"LSTM runners to profile, variable-length ones included (default: {' '.join(DEFAULT_PROFILE_RNNS)})")
     p.add_argument("--profiler", choices=PROFILERS, default=None,
-                   help="nsys, nvprof or torch (default: nsys when on PATH and CUDA is available, else torch)")
+                   help="nsys, nvprof or torch (default: nsys when it is on PATH and --device is CUDA, else torch)")
     p.add_argument("--output-dir", default=DEFAULT_OUTPUT_DIR, help=f"where reports go (default {DEFAULT_OUTPUT_DIR}, created)")
-    p.add_argument("--sleep-between-seconds", "--sleep_between_seconds", dest="sleep_between_seconds", type=float, default=1.0,
-                   help="pause between runners so they are apart on the timeline (default 1)")
-    p.add_argument("--warmup", type=non_negative_int, default=None,
-                   help="unprofiled iterations before each runner's profiled ones (default: 1 for torch, 0 for nsys/nvprof)")
+    p.add_argument("--sleep-between-seconds", "--sleep_between_seconds", dest="sleep_between_seconds",
+                   type=finite_non_negative, default=1.0,
+                   help="pause between runners so they are apart on the timeline, >= 0 (default 1)")
+    p.add_argument("--warmup", type=non_negative_int, default=DEFAULT_WARMUP,
+                   help="unprofiled iterations before each runner's profiled ones, in every mode (outside the NVTX "
+                        "ranges under nsys/nvprof); TorchScript's profiling executor optimises only after a few "
+                        f"(default {DEFAULT_WARMUP})")
     p.add_argument("--overwrite", action="store_true", help="replace an existing profile of the same name")
     p.add_argument("--threads", type=positive_int, default=None, help="CPU threads for torch")
     p.add_argument("--internal-run", "--internal_run", dest="internal_run", action="store_true",
@@ -156,6 +189,23 @@ def _set_threads(threads: Optional[int]) -> None:
 # bench
 
 
+def _check_bench_lists(args) -> None:
+    """--rnns and --cnns, when given: at least one name, each of the list's own group."""
+    lists = bench.default_lists()
+    bench.check_runner_list(args.rnns, "--rnns", ("rnns", "vl"), "LSTM runners",
+                            " ".join(lists[bench.GROUP_LSTM]))
+    bench.check_runner_list(args.cnns, "--cnns", ("cnns",), "CNN runners", " ".join(lists[bench.GROUP_RESNET]))
+
+
+def _check_stdout(args) -> None:
+    """Without --output-file, --output-format prints the report to stdout; --print-json
+    prints there too, and one stream cannot carry both, so ask for a file instead of
+    dropping the report."""
+    if args.print_json and args.output_format and not args.output_file:
+        raise UsageError("--output-format without --output-file prints the report to stdout, which --print-json "
+                         "already uses; add --output-file PATH, or drop --output-format")
+
+
 def _output_targets(args) -> dict:
     """{format: path} to write, checked before anything runs; empty without --output-file."""
     if not args.output_file:
@@ -189,6 +239,8 @@ def _bench(args, argv: Sequence[str]) -> int:
     args.device = _resolve_device(args.device)
     if args.resume and not args.output_file:
         raise UsageError("--resume needs --output-file (the checkpoint lives next to it)")
+    _check_stdout(args)
+    _check_bench_lists(args)
     targets = _output_targets(args)
     stdout_formats = core_cli.parse_formats(args.output_format) if args.output_format and not targets else ()
     if args.plot:
@@ -210,7 +262,7 @@ def _bench(args, argv: Sequence[str]) -> int:
         suite=bench.SUITE,
         environment=dict(environment, finished_at=now_iso()),
         settings={**options, "device": args.device, "fuser": args.fuser, "executor": args.executor or "default",
-                  "sizes": bench.sizes_from(args), "unit": "ms", "shard": args.shard},
+                  "sizes": {**bench.sizes_from(args), "cnnBatch": args.cnnBatch}, "unit": "ms", "shard": args.shard},
         results=results,
     )
     _err(bench.console_table(results, sep=args.sep))
@@ -231,9 +283,8 @@ def _bench(args, argv: Sequence[str]) -> int:
         _err(f"{PROG}: wrote {path}")
     if checkpoint and checkpoint.exists():
         checkpoint.unlink()  # the report now holds every result
-    if not args.print_json:
-        for fmt in stdout_formats:
-            sys.stdout.write(_render(report, fmt))
+    for fmt in stdout_formats:  # never with --print-json (_check_stdout)
+        sys.stdout.write(_render(report, fmt))
     return 1 if report.failures else 0
 
 
@@ -246,8 +297,7 @@ def _test(args) -> int:
 
     _set_threads(args.threads)
     device = _resolve_device(args.device)
-    if args.atol < 0 or args.rtol < 0:
-        raise UsageError("--atol and --rtol must be >= 0")
+    bench.check_runner_list(args.rnns, "--rnns", ("rnns", "vl"), "LSTM runners", "every LSTM runner")
     sizes = {name: getattr(args, name) for name in bench.SIZE_DEFAULTS}
     names = list(args.rnns) if args.rnns else correctness.default_check_runners()
     bench.check_runners(names, device)
@@ -267,30 +317,42 @@ def _test(args) -> int:
 
 def _profile(args, argv: Sequence[str]) -> int:
     from . import profiling
-    from benchcore.profilers.external import ExternalToolError
 
     _set_threads(args.threads)
     bench.check_fuser(args.fuser, args.executor)
     args.device = _resolve_device(args.device)
+    bench.check_runner_list(args.rnns, "--rnns", ("rnns", "vl"), "LSTM runners",
+                            " ".join(profiling.DEFAULT_PROFILE_RNNS))
     runners = list(args.rnns or profiling.DEFAULT_PROFILE_RNNS)
-    if not runners:
-        raise UsageError("--rnns needs at least one runner name")
     bench.check_runners(runners, args.device)
     sizes = {name: getattr(args, name) for name in bench.SIZE_DEFAULTS}
     specs = [bench.CaseSpec(bench.SUITE, name, bench.case_params(sizes, args.device, args.fuser, args.executor, args.seed, "profile"))
              for name in runners]
 
+    try:
+        return _run_profiler(args, specs, runners, sizes)
+    except profiling.RunnerFailed as exc:
+        _err(f"{PROG}: error: {exc}")
+        return 1
+
+
+def _run_profiler(args, specs, runners: List[str], sizes: dict) -> int:
+    """The inner run under nsys/nvprof, torch mode, or the outer nsys/nvprof run."""
+    from . import profiling
+    from benchcore.profilers.external import ExternalToolError
+
     if args.internal_run:
-        for run in profiling.internal_run(specs, nloops=args.nloops, sleep_s=args.sleep_between_seconds, warmup=args.warmup or 0):
-            print(f"internal run: {run.name} {run.iterations} iterations, nvtx {'on' if run.nvtx else 'off'}, "
-                  f"{run.seconds:.3f} s", flush=True)
+        for run in profiling.internal_run(specs, nloops=args.nloops, sleep_s=args.sleep_between_seconds, warmup=args.warmup):
+            print(f"internal run: {run.name} {run.iterations} iterations after {run.warmup} warmup, "
+                  f"nvtx {'on' if run.nvtx else 'off'}, {run.seconds:.3f} s", flush=True)
         return 0
 
-    profiler = args.profiler or profiling.default_profiler()
+    profiler = args.profiler or profiling.default_profiler(args.device)
     if profiler == "torch":
-        warmup = 1 if args.warmup is None else args.warmup
-        done = profiling.torch_profile(specs, args.output_dir, sizes, nloops=args.nloops, warmup=warmup, overwrite=args.overwrite)
-        _err(f"{PROG}: torch.profiler: {len(specs)} runner(s), {args.nloops} iterations each")
+        done = profiling.torch_profile(specs, args.output_dir, sizes, nloops=args.nloops, warmup=args.warmup,
+                                       overwrite=args.overwrite)
+        _err(f"{PROG}: torch.profiler: {len(specs)} runner(s), {args.warmup} warmup and {args.nloops} profiled "
+             "iterations each")
         for path in (done.trace, done.table_text, done.table_markdown, done.stats_json):
             print(path)
         return 0

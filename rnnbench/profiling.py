@@ -1,11 +1,11 @@
 """`rnnbench profile`: run runners under nsys, nvprof or torch.profiler.
 
 External tools (nsys, nvprof) wrap a whole process, so the CLI re-runs itself under the tool
-with `--internal-run`; that inner run does `nloops` untimed iterations per runner, with NVTX
-ranges around forward and backward when CUDA is present, and sleeps between runners so their
-kernels are easy to tell apart on the timeline. `torch` mode runs the same loop in-process
-under torch.profiler (CPU, plus CUDA when present) and writes a Chrome trace and key-averages
-tables; it works on a CPU-only machine.
+with `--internal-run`; that inner run does `warmup` unlabelled iterations per runner, then
+`nloops` untimed ones with NVTX ranges around forward and backward when CUDA is present, and
+sleeps between runners so their kernels are easy to tell apart on the timeline. `torch` mode
+runs the same loop in-process under torch.profiler (CPU, plus CUDA when present) and writes a
+Chrome trace and key-averages tables; it works on a CPU-only machine.
 
 Report names follow fastrnns: `prof_{runners joined by -}_s{S}-l{L}-i{I}-h{H}-b{B}_{MMDDYY-HHMM}`.
 """
@@ -18,12 +18,12 @@ import os
 import shutil
 import sys
 import time
-from contextlib import nullcontext
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
-from benchcore.errors import UsageError
+from benchcore.errors import UsageError, error_summary
 from benchcore.profilers import external
 from benchcore.report import ensure_folder
 
@@ -32,6 +32,11 @@ from .bench import SIZE_DEFAULTS, SIZE_LETTERS, build, prepared, runner_contexts
 PROFILERS = ("nsys", "nvprof", "torch")
 DEFAULT_PROFILE_RNNS = ("cudnn", "aten", "jit")
 DEFAULT_OUTPUT_DIR = "~/profout"
+#: Iterations per runner before the profiled ones. TorchScript's profiling executor (fuser te)
+#: optimises a graph only after profiling a few runs: on CPU, jit's forward took 0.7, 6.7 and
+#: 3.3 ms, then 0.2-0.3 ms from the fourth call (s4-l1-i8-h8-b2; at fastrnns' sizes 1228, 404,
+#: 297, then about 250 ms). 5 leaves a margin and matches fastrnns' profiled nloops.
+DEFAULT_WARMUP = 5
 #: Tests only: pretend the GPU has this compute capability ("8.0"), as this machine has none.
 FAKE_CAPABILITY_ENV = "RNNBENCH_FAKE_COMPUTE_CAPABILITY"
 
@@ -72,14 +77,11 @@ def compute_capability() -> Optional[Tuple[int, int]]:
     return tuple(torch.cuda.get_device_capability())
 
 
-def default_profiler(which: Callable[[str], Optional[str]] = shutil.which,
-                     cuda: Optional[Callable[[], bool]] = None) -> str:
-    """nsys when it is on PATH and CUDA is available, torch.profiler otherwise."""
-    if which("nsys") is None:
-        return "torch"
-    if cuda is None:
-        from .bench import cuda_available as cuda
-    return "nsys" if cuda() else "torch"
+def default_profiler(device: str, which: Callable[[str], Optional[str]] = shutil.which) -> str:
+    """nsys when it is on PATH and the device is CUDA, torch.profiler otherwise: nsys traces
+    CUDA kernels and NVTX ranges, so a CPU run under it leaves an empty report. The device
+    has been checked already (a CUDA device here means torch sees CUDA)."""
+    return "nsys" if device.startswith("cuda") and which("nsys") else "torch"
 
 
 # --------------------------------------------------------------------------------------------
@@ -119,25 +121,45 @@ def run_iterations(name: str, workload, nloops: int, nvtx: bool = False, record:
     workload.sync()
 
 
+class RunnerFailed(Exception):
+    """A runner's build or iterations raised: a runtime failure of that runner, not bad usage."""
+
+    def __init__(self, runner: str, exc: BaseException):
+        super().__init__(f"profiling {runner} failed: {error_summary(exc)}")
+
+
+@contextmanager
+def runner_failures(name: str) -> Iterator[None]:
+    """Turn an error of runner `name` into RunnerFailed; a UsageError stays what it is."""
+    try:
+        yield
+    except UsageError:
+        raise
+    except Exception as exc:
+        raise RunnerFailed(name, exc) from exc
+
+
 @dataclass
 class RunnerRun:
     name: str
     iterations: int
     nvtx: bool
     seconds: float
+    warmup: int
 
 
-def internal_run(specs, nloops: int = 5, sleep_s: float = 1.0, warmup: int = 0,
+def internal_run(specs, nloops: int = 5, sleep_s: float = 1.0, warmup: int = DEFAULT_WARMUP,
                  sleep: Callable[[float], None] = time.sleep) -> List[RunnerRun]:
-    """What runs under nsys/nvprof: every runner, nloops iterations each, a pause in between."""
+    """What runs under nsys/nvprof: every runner, warmup iterations outside the NVTX ranges
+    (so the ranges hold the optimised graph), nloops inside them, a pause in between."""
     runs = []
     for index, spec in enumerate(specs):
         nvtx = spec.params.get("device", "cpu").startswith("cuda")
-        with prepared(spec) as prep:
+        with runner_failures(spec.name), prepared(spec) as prep:
             run_iterations(spec.name, prep.workload, warmup)
             started = time.perf_counter()
             run_iterations(spec.name, prep.workload, nloops, nvtx=nvtx)
-            runs.append(RunnerRun(spec.name, nloops, nvtx, time.perf_counter() - started))
+            runs.append(RunnerRun(spec.name, nloops, nvtx, time.perf_counter() - started, warmup))
         if sleep_s and index < len(specs) - 1:
             sleep(sleep_s)
     return runs
@@ -195,7 +217,7 @@ class TorchProfile:
     runners: List[RunnerRun] = field(default_factory=list)
 
 
-def torch_profile(specs, output_dir: Path, sizes: Dict[str, int], nloops: int = 5, warmup: int = 1,
+def torch_profile(specs, output_dir: Path, sizes: Dict[str, int], nloops: int = 5, warmup: int = DEFAULT_WARMUP,
                   overwrite: bool = False, now: Optional[datetime.datetime] = None, row_limit: int = 40) -> TorchProfile:
     """Run every runner's loop under one torch.profiler session; write trace and tables.
 
@@ -222,17 +244,17 @@ def torch_profile(specs, output_dir: Path, sizes: Dict[str, int], nloops: int = 
 
     built = []
     for spec in specs:
-        with runner_contexts(spec) as runner:
+        with runner_failures(spec.name), runner_contexts(spec) as runner:
             prep = build(spec, runner)
             run_iterations(spec.name, prep.workload, warmup)
         built.append(prep)
     runs: List[RunnerRun] = []
     with profile(activities=activities, profile_memory=True) as prof:
         for spec, prep in zip(specs, built):
-            with runner_contexts(spec, prep.runner):
+            with runner_failures(spec.name), runner_contexts(spec, prep.runner):
                 started = time.perf_counter()
                 run_iterations(spec.name, prep.workload, nloops, record=True)
-                runs.append(RunnerRun(spec.name, nloops, False, time.perf_counter() - started))
+                runs.append(RunnerRun(spec.name, nloops, False, time.perf_counter() - started, warmup))
     averages = prof.key_averages()
     stats = parse_key_averages(averages)
     sort_by = "self_device_time_total" if len(activities) > 1 else "self_cpu_time_total"

@@ -104,6 +104,26 @@ def test_both_formats_share_a_stem_and_bad_format_is_usage_error(tmp_path, capsy
     assert code == 2 and "--output-format 'csv'" in err
 
 
+def test_print_json_and_output_format_write_the_reports_to_the_output_file(tmp_path, capsys):
+    """Refused without --output-file (test_usage_errors_are_one_line_exit_2); with it both go."""
+    code, out, err = run(capsys, "bench", *TINY, *FAST, "--rnns", "py", "--print-json", "--output-format", "json,md",
+                         "--output-file", str(tmp_path / "r.json"))
+    assert code == 0, err
+    assert list(json.loads(out)) == ["lstm", "lstm-backward"]  # stdout: the --print-json line only
+    assert Report.load(tmp_path / "r.json").results[0].spec.name == "py"
+    assert "| py" in (tmp_path / "r.md").read_text()
+
+
+def test_report_settings_record_the_resnet_batch(tmp_path, capsys):
+    code, _, err = run(capsys, "bench", *TINY, "--nloops", "1", "--warmup", "0", "--device", "cpu", "--no-isolation",
+                       "--group", "cnns", "--cnns", "resnet18", "--cnnBatch", "1", "--output-file", str(tmp_path / "r.json"))
+    assert code == 0, err
+    report = Report.load(tmp_path / "r.json")
+    assert report.settings["sizes"] == {"seqLength": 5, "numLayers": 1, "inputSize": 8, "hiddenSize": 8, "miniBatch": 2,
+                                        "cnnBatch": 1}
+    assert report.results[0].spec.params["miniBatch"] == 1
+
+
 def test_reported_median_is_milliseconds(capsys):
     """The reported forward median agrees with a bare perf_counter loop over the same forward.
 
@@ -169,6 +189,17 @@ def test_isolated_worker_end_to_end(capsys):
     (["--group"], "nothing to run"),
     (["--print-json", "xml"], "invalid choice"),
     (["--output-file", "/proc/x.json"], "not writable"),
+    (["--seed", "99999999999999999999999"], "argument --seed: 99999999999999999999999 is outside 0 to 9223372036854775806"),
+    (["--seed", "-1"], "argument --seed: -1 is outside"),
+    (["--rnns"], "--rnns needs at least one runner name; omit it for the default list (cudnn aten jit"),
+    (["--group", "cnns", "--cnns"], "--cnns needs at least one runner name; omit it for the default list (resnet18 "),
+    (["--group", "cnns", "--cnns", "cudnn_layernorm"],
+     "--cnns takes CNN runners only; cudnn_layernorm is an LSTM runner, which bench runs with --rnns"),
+    (["--rnns", "resnet18", "vl_py"], "--rnns takes LSTM runners only; resnet18 is a CNN runner, which "
+     "bench runs with --cnns"),
+    (["--rnns", "cudnn", "--print-json", "--output-format", "json,md"],
+     "--output-format without --output-file prints the report to stdout, which --print-json already uses; "
+     "add --output-file PATH, or drop --output-format"),
 ])
 def test_usage_errors_are_one_line_exit_2(capsys, argv, message):
     code, out, err = run(capsys, "bench", *TINY, "--nloops", "1", "--device", "cpu", "--group", "rnns", *argv)
@@ -322,3 +353,9 @@ def test_the_report_describes_the_gpu_that_was_benchmarked(monkeypatch):
     env = bench_environment(args, ["bench", "--device", "cuda:1"])
     assert env["torch"]["gpu"]["index"] == 1 and env["torch"]["gpu"]["name"] == "GPU1"
     assert env["timer"] == "cuda_event" and current[0] == 0
+
+
+def test_one_variable_length_runner_can_be_chosen_with_rnns(capsys):
+    code, out, err = run(capsys, "bench", *TINY, *FAST, "--rnns", "vl_jit", "--print-json")
+    assert code == 0, err
+    assert list(json.loads(out)["lstm"]) == ["vl_jit"]

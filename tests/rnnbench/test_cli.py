@@ -63,6 +63,14 @@ def test_test_subcommand_exits_1_on_a_wrong_runner(capsys, monkeypatch):
     (["test", "--rnns", "nope"], "nope"),
     (["test", "--rnns", "resnet18"], "LSTM runners only"),
     (["test", "--atol", "-1"], "--atol"),
+    (["test", "--rnns", "jit", "--seed", "99999999999999999999999"], "argument --seed: 99999999999999999999999 is outside"),
+    (["test", "--rnns", "jit", "--seed", "-1"], "argument --seed: -1 is outside 0 to 9223372036854775806"),
+    (["test", *TINY, "--rnns", "jit", "--atol", "nan"], "argument --atol: nan must be a finite number >= 0"),
+    (["test", *TINY, "--rnns", "jit", "--atol", "inf"], "argument --atol: inf must be a finite number >= 0"),
+    (["test", *TINY, "--rnns", "jit", "--rtol", "nan"], "argument --rtol: nan must be a finite number >= 0"),
+    (["test", *TINY, "--rnns", "jit", "--rtol", "-0.1"], "argument --rtol: -0.1 must be a finite number >= 0"),
+    (["test", *TINY, "--rnns"], "--rnns needs at least one runner name; omit it for the default list (every LSTM runner)"),
+    (["bench", *TINY, "--nloops", "1", "--group", "rnns", "--rnns", "cudnn", "--seed", "-1"], "argument --seed: -1"),
     (["profile", "--fuser", "x"], "unknown fuser"),
     (["profile", "--rnns", "zzz", "--profiler", "torch"], "zzz"),
 ])
@@ -70,6 +78,14 @@ def test_subcommand_usage_errors(capsys, argv, message):
     code = main([*argv, "--device", "cpu"])
     err = capsys.readouterr().err.strip()
     assert code == 2 and len(err.splitlines()) == 1 and message in err, err
+
+
+def test_largest_seed_works_with_seed_plus_one(capsys):
+    """2**63 - 2 is the top of --seed's range: the creators also seed a generator with seed + 1."""
+    code = main(["test", *TINY, "--rnns", "jit", "--device", "cpu", "--seed", str(2**63 - 2)])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    assert "PASS" in captured.out
 
 
 def test_compare_is_dispatched_to_benchcore(tmp_path, capsys):

@@ -8,6 +8,7 @@ command line, that the internal run really ran the runners, and the output path.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -80,12 +81,12 @@ def fake_bin(tmp_path, monkeypatch):
     return SimpleNamespace(folder=folder, log=log, install=install)
 
 
-def expected_inner(runners, nloops=2, sleep="0.0", warmup=None):
+def expected_inner(runners, nloops=2, sleep="0.0", warmup=5):
+    """The inner command; it always carries --warmup, so the inner run warms up outside NVTX."""
     cmd = [sys.executable, "-m", "rnnbench", "profile", "--internal-run"]
     cmd += [arg for name, value in TINY.items() for arg in (f"--{name}", str(value))]
-    cmd += ["--device", "cpu", "--fuser", "te", "--seed", "17", "--nloops", str(nloops), "--sleep-between-seconds", sleep]
-    if warmup is not None:
-        cmd += ["--warmup", str(warmup)]
+    cmd += ["--device", "cpu", "--fuser", "te", "--seed", "17", "--nloops", str(nloops), "--sleep-between-seconds", sleep,
+            "--warmup", str(warmup)]
     return cmd + ["--rnns", *runners]
 
 
@@ -111,9 +112,10 @@ def test_nsys_command_line_internal_run_and_output(tmp_path, fake_bin, capsys):
     base = str(reports[0])[: -len(".nsys-rep")]  # nsys appends the extension itself
     assert log["argv"] == [str(tool), "profile", "-t", "cuda,nvtx", "-o", base, *expected_inner(["cudnn", "py"])]
     assert log["inner_rc"] == 0, log["inner_stderr"]
-    # the internal run really ran both runners, without NVTX (no CUDA here)
-    assert "internal run: cudnn 2 iterations, nvtx off" in log["inner_stdout"]
-    assert "internal run: py 2 iterations, nvtx off" in log["inner_stdout"]
+    # the internal run really ran both runners, warmed up, without NVTX (no CUDA here)
+    assert "internal run: cudnn 2 iterations after 5 warmup, nvtx off" in log["inner_stdout"]
+    assert "internal run: py 2 iterations after 5 warmup, nvtx off" in log["inner_stdout"]
+
 
 
 def test_nvprof_command_line_and_capability_check(tmp_path, fake_bin, capsys, monkeypatch):
@@ -128,7 +130,7 @@ def test_nvprof_command_line_and_capability_check(tmp_path, fake_bin, capsys, mo
     assert report.name.startswith("prof_py_s5-l1-i8-h8-b2_")
     log = json.loads(fake_bin.log.read_text())
     assert log["argv"] == [str(tool), "-o", str(report), *expected_inner(["py"], nloops=1, sleep="1.0")]
-    assert "internal run: py 1 iterations, nvtx off" in log["inner_stdout"]
+    assert "internal run: py 1 iterations after 5 warmup, nvtx off" in log["inner_stdout"]
 
 
 @pytest.mark.parametrize("capability", ["8.0", "9.0"])
@@ -183,9 +185,98 @@ def test_check_supported_and_default_profiler():
     external.check_supported(external.NSYS, (9, 0))
     with pytest.raises(UsageError, match="nsys"):
         external.check_supported(external.NVPROF, (8, 6))
-    assert profiling.default_profiler(which=lambda name: None, cuda=lambda: True) == "torch"
-    assert profiling.default_profiler(which=lambda name: "/usr/bin/nsys", cuda=lambda: False) == "torch"
-    assert profiling.default_profiler(which=lambda name: "/usr/bin/nsys", cuda=lambda: True) == "nsys"
+    assert profiling.default_profiler("cuda", which=lambda name: None) == "torch"
+    assert profiling.default_profiler("cpu", which=lambda name: "/usr/bin/nsys") == "torch"
+    assert profiling.default_profiler("cuda", which=lambda name: "/usr/bin/nsys") == "nsys"
+    assert profiling.default_profiler("cuda:1", which=lambda name: "/usr/bin/nsys") == "nsys"
+
+
+def test_cpu_device_gets_torch_profiler_even_with_nsys_and_cuda(tmp_path, fake_bin, capsys, monkeypatch):
+    """nsys on a CPU run records no kernels: --device cpu picks torch.profiler by default."""
+    import torch
+
+    fake_bin.install("nsys")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)  # this machine has no CUDA to find
+    code, out_dir = run_profile(tmp_path)
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    assert not fake_bin.log.exists()  # nsys never ran
+    assert [Path(line).name.split(".", 1)[1] for line in captured.out.split()] == [
+        "pt.trace.json", "keyavg.txt", "keyavg.md", "keyavg.json"]
+
+
+@pytest.mark.parametrize("value", ["-1", "nan", "inf"])
+def test_sleep_between_seconds_must_be_finite_and_not_negative(tmp_path, capsys, value):
+    code, out_dir = run_profile(tmp_path, "--profiler", "torch", "--sleep-between-seconds", value)
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and len(err.splitlines()) == 1
+    assert err.startswith("rnnbench: error: argument --sleep-between-seconds") and "finite number >= 0" in err
+    assert not out_dir.exists()
+
+
+@pytest.mark.parametrize("seed", ["99999999999999999999999", "-1", str(2**63 - 1)])
+def test_seed_out_of_torch_range_is_a_usage_error(tmp_path, capsys, seed):
+    code, out_dir = run_profile(tmp_path, "--profiler", "torch", "--seed", seed)
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and len(err.splitlines()) == 1 and "argument --seed" in err and "0 to 9223372036854775806" in err
+
+
+@pytest.mark.parametrize("rnns, message", [
+    ([], "--rnns needs at least one runner name; omit it for the default list (cudnn aten jit)"),
+    (["resnet18"], "--rnns takes LSTM runners only; resnet18 is a CNN runner, which bench runs with --cnns"),
+])
+def test_rnns_must_name_lstm_runners(tmp_path, capsys, rnns, message):
+    code = main(["profile", *TINY_ARGS, "--nloops", "1", "--device", "cpu", "--profiler", "torch",
+                 "--output-dir", str(tmp_path / "p"), "--rnns", *rnns])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and err == f"rnnbench: error: {message}"
+    assert not (tmp_path / "p").exists()
+
+
+@pytest.fixture
+def registry(monkeypatch):
+    """A private copy of the runner registry: runners registered in a test vanish after it."""
+    from rnnbench import runners
+
+    monkeypatch.setattr(runners, "RUNNERS", dict(runners.RUNNERS))
+    return runners
+
+
+@pytest.mark.parametrize("mode", [["--profiler", "torch"], ["--internal-run", "--sleep-between-seconds", "0"]])
+def test_a_runner_that_raises_is_one_line_and_exit_1(tmp_path, capsys, registry, mode):
+    """In torch mode and in the inner run under nsys/nvprof (whose stderr the outer run shows)."""
+    def explodes(**kwargs):
+        raise RuntimeError("creator exploded\nsecond line")
+
+    registry.register_runner(dataclasses.replace(registry.RUNNERS["cudnn"], name="explodes", creator=explodes))
+    code = main(["profile", *TINY_ARGS, "--rnns", "cudnn", "explodes", "--nloops", "1", "--device", "cpu",
+                 "--output-dir", str(tmp_path / "p"), *mode])
+    captured = capsys.readouterr()
+    assert code == 1 and "explodes" not in captured.out
+    assert captured.err.strip() == "rnnbench: error: profiling explodes failed: RuntimeError: creator exploded"
+
+
+@pytest.mark.parametrize("extra, calls", [([], 5 + 2), (["--warmup", "0"], 2)])
+def test_torch_mode_warms_up_each_runner_before_profiling(tmp_path, capsys, registry, extra, calls):
+    """TorchScript's profiling executor optimises only after a few calls: 5 by default."""
+    forwards = []
+    cudnn = registry.RUNNERS["cudnn"]
+
+    def counted(**kwargs):
+        modeldef = cudnn.creator(**kwargs)
+        forward = modeldef.forward
+
+        def counting(*inputs):
+            forwards.append(1)
+            return forward(*inputs)
+
+        return dataclasses.replace(modeldef, forward=counting)
+
+    registry.register_runner(dataclasses.replace(cudnn, name="counted", creator=counted))
+    code = main(["profile", *TINY_ARGS, "--rnns", "counted", "--nloops", "2", "--device", "cpu", "--profiler", "torch",
+                 "--output-dir", str(tmp_path / "p"), *extra])
+    assert code == 0, capsys.readouterr().err
+    assert len(forwards) == calls
 
 
 def test_output_name_follows_fastrnns():
