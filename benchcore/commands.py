@@ -119,6 +119,9 @@ def _compare(suite: str, args) -> int:
     _emit(text, args.output, args.overwrite)
 
     if args.fail_above is not None:
+        if not result.cases:  # a gate that compared nothing must not pass
+            raise UsageError("no case was measured in both reports, so --fail-above has nothing to gate; "
+                             "compare reports of the same cases (same selection, dtype and sizes)")
         worse = result.regressions(args.fail_above)
         if worse:
             listed = ", ".join(f"{c.label} ({(c.worst_slowdown - 1) * 100:+.1f}%)" for c in worse[:5])

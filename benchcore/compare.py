@@ -9,8 +9,10 @@ scheduler jitter. A small change is `same` only when the samples are tight enoug
 when the ratio bounds from the two medians' 95% confidence intervals reach past the threshold
 on both sides, the samples could hide a real change either way, and the verdict is `noisy`.
 
-Reports written by opperf's native engine hold only averages (no samples); their cases are
-compared on the threshold alone, and every such verdict says so (`basis: threshold-only`).
+A case timed through a profiler (opbench's native engine) is compared on the profiler's
+per-call samples, the figures its report shows. Reports holding only averages (opperf's own
+output) are compared on the threshold alone, and every such verdict says so
+(`basis: threshold-only`).
 
 The U test is implemented here (scipy is a dev dependency only): midranks with the tie
 correction and continuity-corrected normal approximation, and the exact null distribution
@@ -44,6 +46,9 @@ ENV_KEY_PATTERNS = (
     "*python*", "*mxnet*", "*torch*", "*numpy*", "*cpu*", "*processor*", "*gpu*", "*cuda*",
     "*cudnn*", "*nvidia*", "*thread*", "*omp_*", "*mkl*", "*device*",
 )
+#: How the numbers were taken (exact keys, always relevant): a profiler's kernel times and a
+#: wall clock around the Python call are different quantities.
+METHOD_KEYS = ("engine", "timer", "settings.profiler")
 ENV_KEY_IGNORED = (
     "*time*", "*date*", "*host*", "*argv*", "*pid*", "*path*", "*executable*", "*freq*",
     "*load*", "*usage*", "*percent*", "*available*", "*uptime*", "*git*", "*commit*", "*cwd*",
@@ -148,18 +153,22 @@ class Timing:
 
 
 def case_timings(result: CaseResult) -> Dict[str, Timing]:
-    """Forward/backward timings of a case, from the richest source its metrics hold.
+    """Forward/backward timings of a case: the figures its own report presents.
 
-    Order: a Measurement dict with samples; a Measurement-like dict without samples; the
-    profiler engine's aggregate (Avg_ms); opperf's `avg_time_forward_<op>` keys (ms).
+    A case measured through a profiler (opbench's native engine) is judged on the profiler's
+    per-call times, as its report shows them, never on the wall time of the Python call around
+    the profiler (at small sizes that is mostly dispatch overhead, ~20× the kernel, and would
+    hide a kernel regression); a profiler quantity that is missing stays missing. Other cases:
+    a Measurement dict with samples, one without samples, opperf's `avg_time_<metric>_<op>`.
     """
     metrics = result.metrics or {}
+    profiler = metrics.get("profiler")
     found: Dict[str, Timing] = {}
-    profiler = metrics.get("profiler") if isinstance(metrics.get("profiler"), dict) else {}
     for metric in METRICS:
-        timing = _from_measurement(metrics.get(metric))
-        if timing is None:
+        if isinstance(profiler, dict):
             timing = _from_profiler(profiler.get(metric))
+        else:
+            timing = _from_measurement(metrics.get(metric))
         if timing is None:
             timing = _from_opperf(metrics, metric)
         if timing is not None:
@@ -187,8 +196,13 @@ def _from_measurement(data) -> Optional[Timing]:
 
 
 def _from_profiler(data) -> Optional[Timing]:
+    """Per-call samples when the profiler entry has them, else its average alone."""
     if not isinstance(data, dict):
         return None
+    samples = data.get("per_call_ms")
+    if isinstance(samples, list) and samples and all(_number(v) is not None for v in samples):
+        m = Measurement(samples)
+        return Timing(m.samples_ms, m.median, m.mean, "profiler")
     avg = _number(data.get("Avg_ms"))
     return Timing(None, None, avg, "profiler") if avg is not None else None
 
@@ -225,16 +239,24 @@ def case_labels(results: Sequence[CaseResult], max_len: int = 60) -> Dict[str, s
     for name, group in groups.items():
         keys = sorted({k for r in group for k in r.spec.params})
         differing = [k for k in keys if len({_compact(r.spec.params.get(k)) for r in group}) > 1]
-        if "variant" in differing and len({_compact(r.spec.params.get("variant")) for r in group}) == len(group):
-            differing = ["variant"]
-        for r in group:
-            parts = [_compact(r.spec.params.get(k)) if k in ("inputs", "variant") else f"{k}={_compact(r.spec.params.get(k))}"
-                     for k in differing]
-            text = " ".join(parts)
-            if len(text) > max_len:
-                text = text[: max_len - 1] + "…"
+        if "variant" in differing:
+            if len({_compact(r.spec.params.get("variant")) for r in group}) == len(group):
+                differing = ["variant"]
+            else:  # the variant names the inputs; other differences (dtype, ctx) stay visible
+                differing = [k for k in differing if k != "inputs"]
+        texts = [_label_text(r.spec.params, differing, max_len) for r in group]
+        if len(set(texts)) < len(texts):  # cut to the same text: number them, never merge them
+            texts = [f"{text} #{i}" for i, text in enumerate(texts, 1)]
+        for r, text in zip(group, texts):
             labels[r.spec.key] = f"{name} {text}".strip()
     return labels
+
+
+def _label_text(params: dict, keys: List[str], max_len: int) -> str:
+    parts = [_compact(params.get(k)) if k in ("inputs", "variant") else f"{k}={_compact(params.get(k))}"
+             for k in keys]
+    text = " ".join(parts)
+    return text if len(text) <= max_len else text[: max_len - 1] + "…"
 
 
 def _compact(value) -> str:
@@ -543,23 +565,25 @@ def flatten(data, prefix: str = "") -> Dict[str, object]:
 
 def timing_relevant(key: str) -> bool:
     lowered = key.lower()
+    if lowered in METHOD_KEYS:
+        return True
     if any(fnmatch.fnmatchcase(lowered, p) for p in ENV_KEY_IGNORED):
         return False
     return any(fnmatch.fnmatchcase(lowered, p) for p in ENV_KEY_PATTERNS)
 
 
 def environment_differences(base: Report, new: Report) -> List[dict]:
-    """Timing-relevant environment keys (and thread settings) whose values differ.
+    """Timing-relevant environment keys (and the thread and profiler settings) whose values differ.
 
     A key present on one side only counts as a difference too (e.g. mxnet absent from one run).
     """
     b = flatten(base.environment)
     n = flatten(new.environment)
     for key, value in flatten(base.settings, "settings").items():
-        if "thread" in key.lower():
+        if "thread" in key.lower() or key == "settings.profiler":
             b[key] = value
     for key, value in flatten(new.settings, "settings").items():
-        if "thread" in key.lower():
+        if "thread" in key.lower() or key == "settings.profiler":
             n[key] = value
     keys = sorted(k for k in set(b) | set(n) if timing_relevant(k))
     return [{"key": k, "base": b.get(k), "new": n.get(k)} for k in keys if b.get(k) != n.get(k)]

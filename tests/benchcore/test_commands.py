@@ -55,6 +55,16 @@ def test_fail_above_gate(pair, capsys):
     assert main("opbench", ["compare", pair[0], pair[0], "--fail-above", "0"]) == 0
 
 
+def test_a_gate_that_compared_nothing_fails(tmp_path, capsys):
+    """float32 against float64 reports share no case: --fail-above must not pass silently."""
+    base = write(make_report([op_result("exp", samples(1.0), inputs={"data": [4]})]), tmp_path / "a.json")
+    new = write(make_report([op_result("exp", samples(1.0), inputs={"data": [8]})]), tmp_path / "b.json")
+    assert main("opbench", ["compare", base, new]) == 0  # a report may say "nothing in common"
+    capsys.readouterr()
+    assert main("opbench", ["compare", base, new, "--fail-above", "10"]) == 2
+    one_error_line(capsys, "no case was measured in both reports")
+
+
 def test_compare_json_to_file_and_overwrite(pair, tmp_path, capsys):
     out = tmp_path / "cmp.json"
     assert main("opbench", ["compare", *pair, "-f", "json", "-o", str(out)]) == 0

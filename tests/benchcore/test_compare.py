@@ -184,6 +184,49 @@ def test_opperf_averages_give_threshold_only_verdicts():
         assert "threshold alone" in case.metrics[0].reason
 
 
+def native_result(name, wall, kernel_fwd, kernel_bwd=None):
+    """An opbench native-engine case: wall Measurements around the call, and the profiler's
+    per-call kernel times, which are what its report shows."""
+    result = op_result(name, wall, wall)
+    profiler = {"forward": {"Avg_ms": float(np.mean(kernel_fwd)), "per_call_ms": list(kernel_fwd)}}
+    if kernel_bwd is not None:
+        profiler["backward"] = {"Avg_ms": float(np.mean(kernel_bwd)), "per_call_ms": list(kernel_bwd)}
+    result.metrics["profiler"] = profiler
+    return result
+
+
+def test_native_cases_are_judged_on_the_profiler_times_their_report_shows():
+    """A 3x kernel regression under an unchanged 20x dispatch overhead is a regression."""
+    wall = samples(0.07)
+    base = make_report([native_result("batch_dot", wall, samples(0.0027, seed=1), samples(0.004, seed=3))])
+    new = make_report([native_result("batch_dot", wall, samples(0.0081, seed=2), samples(0.004, seed=4))])
+    [case] = compare(base, new).cases
+    forward = case.metrics[0]
+    assert forward.metric == "forward" and forward.verdict == "slower" and forward.basis == "mann-whitney"
+    assert forward.base_ms == pytest.approx(0.0027, rel=0.05) and forward.ratio == pytest.approx(3, rel=0.1)
+    assert case.metrics[1].verdict == "same"
+
+
+def test_a_quantity_the_profiler_missed_is_not_replaced_by_wall_time():
+    wall = samples(0.07)
+    base, new = (make_report([native_result("Custom", wall, samples(0.01))]) for _ in range(2))
+    for report in (base, new):
+        del report.results[0].metrics["profiler"]["forward"]
+    result = compare(base, new)
+    assert result.cases == [] and result.unmeasured[0]["name"] == "Custom"
+
+
+def test_reports_taken_by_different_methods_are_not_compared():
+    """Native-profiler kernel times and python-engine wall times are different quantities."""
+    base = make_report([op_result("exp", samples(1.0))], env={**ENV, "engine": "native", "timer": "mxnet-profiler"},
+                       settings={"profiler": "native"})
+    new = make_report([op_result("exp", samples(1.0))], env={**ENV, "engine": "python", "timer": "perf_counter"},
+                      settings={"profiler": "python"})
+    with pytest.raises(UsageError) as info:
+        compare(base, new)
+    assert "engine, settings.profiler, timer differ" in str(info.value)
+
+
 def test_samples_on_one_side_only_compares_means():
     base = make_report([op_result("exp", [1.0, 1.0, 1.0, 4.0])])  # mean 1.75, median 1.0
     new = make_report([opperf_result("exp", 1.75)])
@@ -308,3 +351,22 @@ def test_labels_show_only_what_tells_cases_apart():
                         op_result("log", samples(1.0))])
     labels = sorted(c.label for c in compare(base, base).cases)
     assert labels == sorted(['exp {"data":[10,10]}', 'exp {"data":[100,100]}', "log"])
+
+
+def test_labels_tell_apart_cases_that_differ_in_dtype_and_in_long_inputs():
+    def case(dtype, variant, rows):
+        inputs = {"lhs": {"dtype": dtype, "init": "normal", "shape": [rows, 64, 64]}, "rhs": {"shape": [rows, 64, 64]}}
+        result = op_result("batch_dot", samples(1.0), inputs=inputs)
+        result.spec.params.update(dtype=dtype, variant=variant)
+        return result
+
+    base = make_report([case("float32", "(2,4,4)", 2), case("float32", "(8,4,4)", 8)])
+    new = make_report([case("float64", "(2,4,4)", 2), case("float64", "(8,4,4)", 8)])
+    result = compare(base, new)
+    labels = [c["label"] for c in result.only_in_base + result.only_in_new]
+    assert labels == ["batch_dot dtype=float32 (2,4,4)", "batch_dot dtype=float32 (8,4,4)",
+                      "batch_dot dtype=float64 (2,4,4)", "batch_dot dtype=float64 (8,4,4)"]
+
+    long_inputs = [op_result("Custom", samples(1.0), inputs={"data": [1] * 40 + [i]}) for i in range(3)]
+    labels = [c.label for c in compare(make_report(long_inputs), make_report(long_inputs)).cases]
+    assert len(set(labels)) == 3 and labels[0].endswith("#1")
