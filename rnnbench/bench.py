@@ -25,6 +25,9 @@ from benchcore.errors import SkipCase, UsageError
 
 SUITE = "rnnbench"
 EXECUTOR = "rnnbench.bench:execute"
+#: Imported by a fresh worker before it takes a case (see benchcore.isolation), so torch's
+#: import is not billed to the first runner's timeout and wall time.
+WORKER_PRELOAD = ("torch", "rnnbench.runners")
 
 #: fastrnns' sizes and their defaults, in the order its file names use them (s, l, i, h, b).
 SIZE_DEFAULTS = {"seqLength": 100, "numLayers": 1, "inputSize": 512, "hiddenSize": 512, "miniBatch": 64}
