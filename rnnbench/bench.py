@@ -416,6 +416,15 @@ def pep_lines(results) -> List[str]:
     return lines
 
 
+def _status_text(result) -> str:
+    """ok, ok but capped (adaptive mode ran out of --max-time before its precision), or why not."""
+    if not result.ok:
+        return f"{result.status}: {result.error or ''}"
+    if (result.metrics or {}).get("capped"):
+        return "ok, capped: --max-time ran out before --target-precision was reached"
+    return "ok"
+
+
 def markdown_report(report) -> str:
     """A Markdown view of a Report: environment summary, then one table per group."""
     from tabulate import tabulate
@@ -435,13 +444,14 @@ def markdown_report(report) -> str:
     lines += [f"- {name}: {value}" for name, value in facts if value is not None]
     lines.append("")
     headers = ["Runner", "Fwd mean (ms)", "Fwd std (ms)", "Fwd median (ms)", "Bwd mean (ms)", "Bwd std (ms)",
-               "Bwd median (ms)", "Compile (ms)", "Status"]
+               "Bwd median (ms)", "Compile (ms)", "Runs", "Status"]
     for group, members in grouped(report.results).items():
         lines += [f"## {GROUP_TITLES.get(group, group)} ({group})", ""]
         rows = []
         for result in members:
-            status = result.status if result.ok else f"{result.status}: {result.error or ''}"
-            rows.append(table_row(result) + [(result.metrics or {}).get("compile_ms"), status])
+            metrics = result.metrics or {}
+            rows.append(table_row(result) + [metrics.get("compile_ms"), _stat(result, "forward", "n"),
+                                             _status_text(result)])
         lines.append(tabulate(rows, headers=headers, tablefmt="github", floatfmt=".4g", missingval="---"))
         lines.append("")
     return "\n".join(lines)

@@ -359,3 +359,15 @@ def test_one_variable_length_runner_can_be_chosen_with_rnns(capsys):
     code, out, err = run(capsys, "bench", *TINY, *FAST, "--rnns", "vl_jit", "--print-json")
     assert code == 0, err
     assert list(json.loads(out)["lstm"]) == ["vl_jit"]
+
+
+def test_markdown_shows_runs_and_marks_an_adaptive_run_that_was_capped(tmp_path, capsys):
+    out_file = tmp_path / "r.md"
+    code, _, err = run(capsys, "bench", *TINY, "--device", "cpu", "--group", "rnns", "--no-isolation", "--warmup", "0",
+                       "--rnns", "cudnn", "--target-precision", "0.000001", "--max-time", "0.2",
+                       "--output-file", str(out_file))
+    assert code == 0, err
+    [row] = [line for line in out_file.read_text().splitlines() if line.startswith("| cudnn")]
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert int(cells[-2]) >= 5  # Runs: adaptive mode's own count, not --nloops
+    assert cells[-1] == "ok, capped: --max-time ran out before --target-precision was reached"
