@@ -74,6 +74,9 @@ def torch_info() -> dict:
         "cuda_available": torch.cuda.is_available(),
         "cuda": torch.version.cuda,
         "cudnn": torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None,
+        # TF32 changes float32 GPU timings (and results): cuDNN's LSTM uses it by default
+        "float32_matmul_precision": torch.get_float32_matmul_precision(),
+        "cudnn_allow_tf32": _cudnn_allow_tf32(torch),
     }
     if torch.cuda.is_available():
         index = torch.cuda.current_device()
@@ -81,6 +84,15 @@ def torch_info() -> dict:
         info["gpu"] = {"index": index, "name": props.name, "capability": f"{props.major}.{props.minor}",
                        "memory_bytes": props.total_memory, "count": torch.cuda.device_count()}
     return info
+
+
+def _cudnn_allow_tf32(torch) -> Optional[bool]:
+    """torch.backends.cudnn.allow_tf32, or None where per-operator settings make it ambiguous
+    (torch refuses to read the legacy switch after the newer fp32_precision API was mixed in)."""
+    try:
+        return bool(torch.backends.cudnn.allow_tf32)
+    except RuntimeError:
+        return None
 
 
 def nvidia_driver() -> Optional[str]:

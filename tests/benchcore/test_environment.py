@@ -29,6 +29,18 @@ def test_metadata_names_the_real_versions_and_machine():
     json.dumps(env)  # serializable as is
 
 
+def test_tf32_settings_are_recorded_and_ambiguity_is_none_not_a_crash():
+    before = torch.backends.cudnn.rnn.fp32_precision
+    env = environment.collect("rnnbench", frameworks=("torch",))
+    assert env["torch"]["float32_matmul_precision"] == torch.get_float32_matmul_precision()
+    assert env["torch"]["cudnn_allow_tf32"] is torch.backends.cudnn.allow_tf32
+    try:
+        torch.backends.cudnn.rnn.fp32_precision = "ieee"  # new API for one operator: legacy read refuses
+        assert environment.collect("rnnbench", frameworks=("torch",))["torch"]["cudnn_allow_tf32"] is None
+    finally:
+        torch.backends.cudnn.rnn.fp32_precision = before
+
+
 def test_frameworks_are_only_imported_when_asked_for():
     env = environment.collect("x", frameworks=())
     assert "mxnet" not in env and "torch" not in env
