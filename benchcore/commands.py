@@ -10,19 +10,23 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import List, Optional
+from typing import TYPE_CHECKING, List, Optional
 
 from .cli import ArgumentParser, run_main
 from .errors import UsageError
 from .report import Report, write_text_atomic
 
+if TYPE_CHECKING:
+    from .merge import Finisher
+
 COMMANDS = ("compare", "plot", "merge")
 DEFAULT_CHART_DIR = "reports/charts"
 
 
-def main(suite: str, argv: List[str]) -> int:
-    """Run one of COMMANDS for `suite`; argv starts with the command name."""
-    return run_main(lambda args: _dispatch(suite, args), argv, prog=suite)
+def main(suite: str, argv: List[str], finish_merge: Optional[Finisher] = None) -> int:
+    """Run one of COMMANDS for `suite`; argv starts with the command name. `finish_merge` is
+    the suite's merge finisher (see benchcore.merge)."""
+    return run_main(lambda args: _dispatch(suite, args, finish_merge), argv, prog=suite)
 
 
 def build_parser(suite: str) -> ArgumentParser:
@@ -61,12 +65,14 @@ def build_parser(suite: str) -> ArgumentParser:
     return parser
 
 
-def _dispatch(suite: str, argv: List[str]) -> int:
+def _dispatch(suite: str, argv: List[str], finish_merge: Optional[Finisher]) -> int:
     try:
         args = build_parser(suite).parse_args(argv)
     except SystemExit as exc:  # --help
         return exc.code if isinstance(exc.code, int) else 0
-    return {"compare": _compare, "plot": _plot, "merge": _merge}[args.command](suite, args)
+    if args.command == "merge":
+        return _merge(suite, args, finish_merge)
+    return {"compare": _compare, "plot": _plot}[args.command](suite, args)
 
 
 def load_report(path: str, suite: str) -> Report:
@@ -143,12 +149,12 @@ def _plot(suite: str, args) -> int:
     return 0
 
 
-def _merge(suite: str, args) -> int:
+def _merge(suite: str, args, finish: Optional[Finisher]) -> int:
     from .merge import merge
 
     if args.output and Path(args.output).exists() and not args.overwrite:
         raise UsageError(f"output file {args.output} already exists; choose another path or pass --overwrite")
     reports = [load_report(path, suite) for path in args.shards]
-    merged = merge(reports, sources=args.shards, allow_partial=args.allow_partial)
+    merged = merge(reports, sources=args.shards, allow_partial=args.allow_partial, finish=finish)
     _emit(merged.to_json(), args.output, args.overwrite)
     return 0

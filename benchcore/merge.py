@@ -6,16 +6,25 @@ that says otherwise — another suite, other settings, another shard count, a sh
 in two shards — is refused with one line naming it. Each shard keeps its own environment
 (shards may have run on different machines) under extra["shards"]; the top-level environment
 is the first shard's, and the timing-relevant keys on which shards differ are listed.
+
+What a suite derives from its whole result list (its result order, opbench's operators
+without a benchmark) cannot be joined shard by shard: the suite's merge command passes a
+finisher that rebuilds it from the merged results, and the per-shard copies of the extras it
+rebuilt are dropped.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Dict, List, Optional, Sequence
+from typing import Callable, Dict, List, Optional, Sequence
 
 from .compare import environment_differences
 from .errors import UsageError
 from .report import CaseResult, Report
+
+#: function(merged Report) → the Report as the suite's unsharded run would write it (result
+#: order, extras derived from the results).
+Finisher = Callable[[Report], Report]
 
 #: settings that legitimately differ between shards of one sweep
 SHARD_VARIANT_SETTINGS = ("shard", "output", "output_file", "checkpoint", "resume", "argv", "command_line")
@@ -52,12 +61,14 @@ def _sources(reports: Sequence[Report], sources: Optional[Sequence[str]]) -> Lis
     return [f"report {i + 1}" for i in range(len(reports))]
 
 
-def merge(reports: List[Report], sources: Optional[Sequence[str]] = None, allow_partial: bool = False) -> Report:
+def merge(reports: List[Report], sources: Optional[Sequence[str]] = None, allow_partial: bool = False,
+          finish: Optional[Finisher] = None) -> Report:
     """One report from shards of one sweep; `sources` names them in messages (e.g. file paths).
 
     Missing shards (e.g. 1/3 and 3/3 only) are refused unless allow_partial; a partial merge
     records the missing indices in extra["merge"]["missing_shards"], so it is never mistaken
-    for the whole sweep.
+    for the whole sweep. `finish`, the suite's finisher, rebuilds what the suite derives from
+    all its results; without one, results stay in shard order.
     """
     if not reports:
         raise UsageError("nothing to merge; pass the JSON reports of the shards")
@@ -96,8 +107,19 @@ def merge(reports: List[Report], sources: Optional[Sequence[str]] = None, allow_
         "missing_shards": missing,
         "environment_differs": sorted({d["key"] for diff in differences for d in diff}),
     }
-    return Report(suite=first.suite, environment=dict(first.environment), settings=settings,
-                  results=results, extra=extra, schema_version=first.schema_version)
+    merged = Report(suite=first.suite, environment=dict(first.environment), settings=settings,
+                    results=results, extra=extra, schema_version=first.schema_version)
+    return _finished(merged, finish) if finish else merged
+
+
+def _finished(merged: Report, finish: Finisher) -> Report:
+    """The suite's finisher applied; a shard keeps only the extras that were not rebuilt."""
+    report = finish(merged)
+    for shard in report.extra.get("shards", []):
+        kept = {k: v for k, v in shard.pop("extra", {}).items() if k not in report.extra}
+        if kept:
+            shard["extra"] = kept
+    return report
 
 
 def _check_consistent(reports: Sequence[Report], shards: Sequence[ShardInfo], names: Sequence[str]) -> None:

@@ -344,6 +344,24 @@ def group_of(result) -> str:
     return result.spec.params.get("group") or GROUP_LSTM
 
 
+def finish_merged(report):
+    """A merged report's results in the order an unsharded bench lists them: fastrnns' group
+    order (variable-length LSTMs, LSTMs, ResNets), then runner registration order
+    (benchcore.merge's finisher for rnnbench; shards hold their cases sorted by key)."""
+    from .runners import runner_names
+
+    groups = [GROUP_VL_LSTM, GROUP_LSTM, GROUP_RESNET]
+    registered = {name: index for index, name in enumerate(runner_names())}
+
+    def position(result):
+        group = group_of(result)
+        return (groups.index(group) if group in groups else len(groups),
+                registered.get(result.spec.name, len(registered)), result.spec.key)
+
+    report.results = sorted(report.results, key=position)
+    return report
+
+
 def grouped(results) -> Dict[str, list]:
     """Results by group, groups in first-seen order (fastrnns' order when built by build_specs)."""
     groups: Dict[str, list] = {}

@@ -382,7 +382,7 @@ def _main(argv: List[str]) -> int:
             from benchcore.commands import main as shared_main
         except ImportError:
             raise UsageError(f"'{argv[0]}' is not available in this installation (benchcore.commands is missing)") from None
-        return shared_main(bench.SUITE, argv)
+        return shared_main(bench.SUITE, argv, finish_merge=bench.finish_merged)
     args = build_parser().parse_args(argv)
     if args.command == "bench":
         return _bench(args, argv)

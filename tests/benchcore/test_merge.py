@@ -91,6 +91,30 @@ def test_extras_kept_once_when_equal_else_per_shard():
     assert [s["extra"]["note"] for s in merged.extra["shards"]] == ["first", "second"]
 
 
+def _sorted_with_names(report):
+    """A toy suite's finisher: its run sorts results by name and lists the names."""
+    results = sorted(report.results, key=lambda r: r.spec.name)
+    return Report(suite=report.suite, environment=report.environment, settings=report.settings,
+                  results=results, extra={**report.extra, "names": [r.spec.name for r in results]})
+
+
+def test_suite_finisher_rebuilds_what_depends_on_every_result():
+    shards = round_robin(3)
+    for s, note in zip(shards, ("a", "b", None)):
+        s.suite = "toybench"
+        s.extra["names"] = [r.spec.name for r in s.results]  # one shard's view: differs per shard
+        if note:
+            s.extra["note"] = note
+    plain = merge(shards)  # no finisher: shard order, each shard keeps its own view
+    assert [r.spec.name for r in plain.results] == ["exp", "cos", "sum", "log", "tan", "sin", "dot"]
+    assert "names" not in plain.extra and plain.extra["shards"][2]["extra"] == {"names": ["sin", "dot"]}
+
+    merged = merge(shards, finish=_sorted_with_names)
+    assert [r.spec.name for r in merged.results] == merged.extra["names"] == sorted(NAMES)
+    # the rebuilt extra replaces the shards' copies; extras it did not rebuild stay per shard
+    assert [s.get("extra") for s in merged.extra["shards"]] == [{"note": "a"}, {"note": "b"}, None]
+
+
 def test_nothing_to_merge():
     with pytest.raises(UsageError, match="nothing to merge"):
         merge([])
