@@ -19,7 +19,7 @@ import inspect
 from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence
 
 from benchcore.case import CaseSpec, Workload
-from benchcore.errors import UsageError
+from benchcore.errors import UsageError, error_summary
 from benchcore.report import CaseResult
 from benchcore.runner import RunSettings
 
@@ -256,12 +256,38 @@ def _signature_names(function) -> List[str]:
 
 
 def _nd_tensor_args(name: str, function) -> List[str]:
-    from .registry import scan
+    """Every tensor input `name` may take (single tensors; variadic ones are not sized)."""
+    from .registry import get
 
-    info = next((i for i in scan() if i.name == name), None)
-    if info is not None:
-        return [a for a in info.arg_names if info.is_tensor_arg(a) and not info.is_list_arg(a)]
-    return [a for a in _signature_names(function) if a in TENSOR_ARGUMENTS]
+    info = get(name)
+    if info is None:  # a Python-level function (mx.nd.add): no registry entry to ask
+        return [a for a in _signature_names(function) if a in TENSOR_ARGUMENTS]
+    return [a for a in info.arg_names if info.is_tensor_arg(a) and not info.is_list_arg(a)]
+
+
+def _expected_inputs(name: str, tensor_args: List[str], params: Dict[str, Any]) -> set:
+    """The tensor inputs `name` expects with these parameters.
+
+    An optional input (softmax's `length`, SequenceMask's `sequence_length`, a bias under
+    no_bias=True) is an input only when a parameter switches it on; MXNet's symbol for the
+    same parameters lists exactly the inputs the operator will expect.
+    """
+    import mxnet as mx
+
+    from .registry import get
+
+    if get(name) is None:
+        return set(tensor_args)
+    if name.startswith("_contrib_"):
+        creator = getattr(mx.sym.contrib, name[len("_contrib_"):])
+    else:
+        creator = getattr(mx.sym, name, None) or getattr(mx.sym._internal, name)
+    try:
+        symbol = creator(name="opbench", **params)
+    except mx.base.MXNetError as exc:
+        reason = error_summary(exc).replace("MXNetError: ", "")
+        raise UsageError(f"{name}: {reason}; pass its parameters in additional_inputs") from None
+    return {input_name[len("opbench_"):] for input_name in symbol.list_inputs()}
 
 
 def _map_argument(arg: str, target_params: List[str]) -> Optional[str]:
@@ -314,7 +340,10 @@ def run_benchmark_operator(name, size=(128, 128), additional_inputs=None, dtype=
                            seed=41):
     """The same operator from mx.nd, mx.np and mx.npx, each with `size`-shaped tensor inputs.
 
-    Names and arguments are mapped between the modules (BatchNorm ↔ npx.batch_norm,
+    Every tensor input the operator expects with the parameters in `additional_inputs` gets
+    `size`, unless a shape (or a value) is given there; optional inputs stay out unless a
+    parameter switches them on (softmax's `length` with use_length=True, no bias with
+    no_bias=True). A missing required parameter is a UsageError naming it. Names and arguments are mapped between the modules (BatchNorm ↔ npx.batch_norm,
     broadcast_add ↔ np.add, nd lhs/rhs ↔ np x1/x2, data ↔ a/x). Returns
     `{"nd"|"np"|"npx": {"function": qualified name, "result": [entry]} or
     {"function": None, "reason": why}}`; `printer` (print by default, None for silence) gets
@@ -334,12 +363,12 @@ def run_benchmark_operator(name, size=(128, 128), additional_inputs=None, dtype=
     variants = _variant_functions(name)
     if variants["nd"][0] is None:
         raise UsageError(f"mx.nd has no operator {name!r}; pass an mx.nd operator name such as BatchNorm")
-    nd_tensors = {}
-    for arg in _nd_tensor_args(name, variants["nd"][1]):
-        given = additional.pop(arg, None)
-        nd_tensors[arg] = tuple(given) if _is_shape(given) else tuple(size)
-        if given is not None and not _is_shape(given):
-            additional[arg] = given
+    tensor_args = _nd_tensor_args(name, variants["nd"][1])
+    shapes = {arg: tuple(additional.pop(arg)) for arg in tensor_args if _is_shape(additional.get(arg))}
+    expected = _expected_inputs(name, tensor_args, {k: v for k, v in additional.items() if k not in tensor_args})
+    # given shapes as given; the other expected inputs get `size` (unless passed as a value)
+    nd_tensors = {arg: shapes.get(arg, tuple(size)) for arg in tensor_args
+                  if arg in shapes or (arg in expected and arg not in additional)}
     results: Dict[str, dict] = {}
     for label, (qualified, function) in variants.items():
         if qualified is None:
@@ -363,7 +392,7 @@ def run_benchmark_operator(name, size=(128, 128), additional_inputs=None, dtype=
                 metrics = measure(workload, settings, profiler, qualified.rsplit(".", 1)[1], ctx_obj,
                                   None if run_backward else "backward not requested")
         except mx.base.MXNetError as exc:
-            results[label] = {"function": qualified, "error": str(exc).strip().splitlines()[-1]}
+            results[label] = {"function": qualified, "error": error_summary(exc)}
             continue
         metrics["inputs"] = {**{k: list(v) for k, v in tensors.items()}, **extra}
         entry = opperf_entry(CaseResult(CaseSpec("opbench", qualified, {"op": qualified.rsplit(".", 1)[1]}), "ok", metrics))

@@ -22,6 +22,7 @@ SUITE = "opbench"
 DEFAULT_SEED = 41
 DTYPES = ("float16", "float32", "float64", "int8", "uint8", "int32", "int64", "bfloat16")
 _FLOAT_DTYPES = ("float16", "float32", "float64", "bfloat16")
+_INTEGER_DTYPES = ("int8", "uint8", "int32", "int64")
 
 # Python-level nd wrappers opperf users pass as functions, mapped to the operator they run.
 PY_WRAPPERS = {
@@ -195,21 +196,29 @@ def _auto_label(inputs: Dict[str, Any]) -> str:
     return "x".join(shapes) or "scalar"
 
 
-def _backward_plan(name: str, requested: bool) -> Tuple[bool, Optional[str]]:
+def integer_dtype_reason(dtype: str) -> Optional[str]:
+    """Why a case of `dtype` has no backward: MXNet differentiates floating-point arrays only
+    (an integer input fails with "Cannot differentiate node"); None for a float dtype."""
+    if dtype in _FLOAT_DTYPES:
+        return None
+    return f"integer dtype {dtype}: no gradient (MXNet differentiates floating-point inputs only)"
+
+
+def _backward_plan(name: str, requested: bool, dtype: str,
+                   variant_off: Optional[str]) -> Tuple[bool, Optional[str]]:
+    """Whether the case times a backward, else why not (the operator's reason first)."""
     info = registry.get(name)
     if not requested:
         return False, None
-    if not info.runs_backward:
-        return False, info.no_backward_reason
-    return True, None
+    why_not = (info.no_backward_reason if not info.runs_backward else None) \
+        or variant_off or integer_dtype_reason(dtype)
+    return why_not is None, why_not
 
 
 def _make_spec(name: str, label: Optional[str], inputs: Dict[str, Any], dtype: str, ctx: str,
                run_backward: bool, seed: int, profile: str) -> CaseSpec:
-    backward, why_not = _backward_plan(name, run_backward)
     variant_off = inputs.pop(rules.NO_BACKWARD, None)
-    if backward and variant_off:
-        backward, why_not = False, variant_off
+    backward, why_not = _backward_plan(name, run_backward, dtype, variant_off)
     params: Dict[str, Any] = {
         "op": name,
         "category": categories.category_of(name),
@@ -244,26 +253,46 @@ def generate_cases(ops: Optional[Iterable[Any]] = None, categories: Optional[Ite
     specs: List[CaseSpec] = []
     skipped: List[Tuple[str, str]] = []
     for name in resolve_ops(ops, categories):
-        if int64_tensor and _category(name) == "linalg":
-            skipped.append((name, "linalg operators are not run with --int64-tensor (as in opperf)"))
-            continue
-        if name in rules.NO_RULE:
-            skipped.append((name, rules.NO_RULE[name]))
-            continue
-        found = _rule_for(name, profile)
-        if not found:
-            skipped.append((name, NO_RULE_REASON))
-            continue
-        labels: Dict[str, int] = {}
-        for label, inputs in found:
-            resolved = {k: _resolve(v, dtype) for k, v in inputs.items()}
-            label = label or _auto_label(resolved)
-            labels[label] = labels.get(label, 0) + 1
-            if labels[label] > 1:
-                label = f"{label}#{labels[label]}"
-            specs.append(_make_spec(name, label, resolved, dtype, ctx, run_backward, seed,
-                                    profile.name))
+        reason = _no_cases_reason(name, dtype, ctx, int64_tensor)
+        found = None if reason else _rule_for(name, profile)
+        if not reason and not found:
+            reason = NO_RULE_REASON
+        if reason:
+            skipped.append((name, reason))
+        else:
+            specs += operator_cases(name, found, dtype, ctx, run_backward, seed, profile)
     return specs, skipped
+
+
+def _no_cases_reason(name: str, dtype: str, ctx: str, int64_tensor: bool) -> Optional[str]:
+    """Why an operator gets no case at all in this sweep, before looking for its rule.
+
+    The integer refusals were probed on CPU; on a GPU such cases run, and fail with MXNet's
+    own message where MXNet refuses them there too.
+    """
+    if int64_tensor and _category(name) == "linalg":
+        return "linalg operators are not run with --int64-tensor (as in opperf)"
+    if name in rules.NO_RULE:
+        return rules.NO_RULE[name]
+    if dtype in _INTEGER_DTYPES and ctx.startswith("cpu") and name in rules.INTEGER_UNSUPPORTED:
+        return (f"not run at integer dtype {dtype}: MXNet refuses integer inputs to this operator "
+                f"on CPU ({rules.INTEGER_UNSUPPORTED[name]!r})")
+    return None
+
+
+def operator_cases(name: str, found: List[rules.Variant], dtype: str, ctx: str, run_backward: bool,
+                   seed: int, profile: rules.Profile) -> List[CaseSpec]:
+    """One operator's cases from its rule's variants; repeated labels get a "#2" suffix."""
+    specs: List[CaseSpec] = []
+    labels: Dict[str, int] = {}
+    for label, inputs in found:
+        resolved = {k: _resolve(v, dtype) for k, v in inputs.items()}
+        label = label or _auto_label(resolved)
+        labels[label] = labels.get(label, 0) + 1
+        if labels[label] > 1:
+            label = f"{label}#{labels[label]}"
+        specs.append(_make_spec(name, label, resolved, dtype, ctx, run_backward, seed, profile.name))
+    return specs
 
 
 def _category(name: str) -> Optional[str]:
@@ -391,8 +420,7 @@ def _np_array(desc: Dict[str, Any], rng) -> Any:
         if desc.get("scale", 1.0) != 1.0 or desc.get("loc", 0.0) != 0.0:
             out = out * desc.get("scale", 1.0) + desc.get("loc", 0.0)
     elif init == "uniform":
-        low, high = desc.get("low", 0.0), desc.get("high", 1.0)
-        out = rng.random(shape, dtype=np.float32) * np.float32(high - low) + np.float32(low)
+        out = _uniform(desc, shape, rng)
     elif init == "indices":
         out = _indices(desc, shape, rng)
     elif init in ("spd", "near_identity", "tril"):
@@ -414,6 +442,23 @@ def _np_array(desc: Dict[str, Any], rng) -> Any:
         raise UsageError(f"unknown tensor init {init!r}")
     assert out.size == size
     return out
+
+
+def _uniform(desc: Dict[str, Any], shape: Tuple[int, ...], rng) -> Any:
+    """Uniform in [low, high); for an integer dtype, integers in [ceil(low), floor(high)].
+
+    Casting float draws to integers truncates toward zero, which would turn a domain such as
+    a divisor's [0.5, 2) into zeros (an integer division by zero kills the process with
+    SIGFPE); drawing integers inside the bounds keeps the input in its domain. A range that
+    holds no integer keeps the float draws (cast by MXNet).
+    """
+    import numpy as np
+
+    low, high = desc.get("low", 0.0), desc.get("high", 1.0)
+    first, last = math.ceil(low), math.floor(high)
+    if desc.get("dtype") in _INTEGER_DTYPES and first <= last:
+        return rng.integers(first, last, size=shape, endpoint=True)
+    return rng.random(shape, dtype=np.float32) * np.float32(high - low) + np.float32(low)
 
 
 def _indices(desc: Dict[str, Any], shape: Tuple[int, ...], rng) -> Any:

@@ -114,9 +114,14 @@ def _split(values: Optional[Sequence[str]]) -> Optional[List[str]]:
     return items
 
 
-def exclude_specs(specs, patterns: Optional[List[str]]):
+def exclude_specs(specs, skipped, patterns: Optional[List[str]]):
+    """Drop the operators matching `patterns` → (specs, skipped, excluded operator names).
+
+    An excluded operator leaves both lists: one without cases is not reported as lacking a
+    benchmark when the user asked to leave it out.
+    """
     if not patterns:
-        return list(specs), []
+        return list(specs), list(skipped), []
     from . import registry
 
     for pattern in patterns:
@@ -124,59 +129,74 @@ def exclude_specs(specs, patterns: Optional[List[str]]):
             close = registry.suggest(pattern)
             hint = f"did you mean {', '.join(close)}?" if close else "see opbench --list --all"
             raise UsageError(f"--exclude: unknown operator {pattern!r}; {hint}")
-    kept, dropped = [], set()
-    for spec in specs:
-        op = spec.params.get("op", spec.name)
-        if any(fnmatch.fnmatchcase(op, pattern) for pattern in patterns):
-            dropped.add(op)
-        else:
-            kept.append(spec)
-    return kept, sorted(dropped)
+    dropped = lambda op: any(fnmatch.fnmatchcase(op, pattern) for pattern in patterns)  # noqa: E731
+    kept = [spec for spec in specs if not dropped(spec.params.get("op", spec.name))]
+    kept_skipped = [(op, reason) for op, reason in skipped if not dropped(op)]
+    excluded = {spec.params.get("op", spec.name) for spec in specs} | {op for op, _ in skipped}
+    return kept, kept_skipped, sorted(op for op in excluded if dropped(op))
+
+
+def plan_cases(args, context: str, large: bool):
+    """What a run with these flags measures: (cases, operators without a case and why, excluded).
+
+    The one selection behind both the sweep and --list, so --list shows exactly what runs
+    (`--category` takes opperf's membership, as the sweep does).
+    """
+    from .cases import generate_cases
+
+    specs, skipped = generate_cases(ops=_split(args.ops), categories=_split(args.category), dtype=args.dtype,
+                                    ctx=context, int64_tensor=large, run_backward=True, seed=args.seed,
+                                    tiny=args.tiny)
+    specs, skipped, excluded = exclude_specs(specs, skipped, _split(args.exclude))
+    return shard_specs(specs, parse_shard(args.shard)), skipped, excluded
 
 
 # ---------------------------------------------------------------------------------------------
 # --list
 
 
-def list_operators(show_all: bool, categories_: Optional[List[str]]) -> int:
+def list_operators(args, context: str, large: bool) -> int:
+    """The operators a run with the same flags covers (plus, with --all alone, the filtered ones)."""
     from tabulate import tabulate
 
     from . import categories, registry
-    from .cases import generate_cases
 
-    specs, skipped = generate_cases(categories=categories_, tiny=True)
+    specs, skipped, _excluded = plan_cases(args, context, large)
     planned: dict = {}
     for spec in specs:
-        planned.setdefault(spec.params["op"], []).append(bool(spec.params["run_backward"]))
-    no_rule = dict(skipped)
+        planned.setdefault(spec.params["op"], []).append(spec)
+    no_case = dict(skipped)
     rows = []
     counts = {"has_backward": 0, "differentiable": 0, "timed": 0}
-    for info in registry.scan():
-        if info.selected:
-            if categories_ and categories.category_of(info.name) not in categories_:
-                continue
-            rule = "yes" if info.name in planned else f"no: {no_rule.get(info.name, 'no input rule')}"
-            timed = _backward_cell(info, planned.get(info.name))
-            counts["has_backward"] += info.has_backward
-            counts["differentiable"] += bool(info.differentiable)
-            counts["timed"] += any(planned.get(info.name) or ())
-            rows.append([info.name, categories.category_of(info.name), _yes(info.has_backward), timed, rule, ""])
-        elif show_all and not categories_:
-            rows.append([info.name, "-", _yes(info.has_backward), "-", "-", info.reason])
+    for name in set(planned) | set(no_case):
+        info = registry.get(name)
+        rule = "yes" if name in planned else f"no: {no_case[name]}"
+        counts["has_backward"] += info.has_backward
+        counts["differentiable"] += bool(info.differentiable)
+        counts["timed"] += any(s.params["run_backward"] for s in planned.get(name, ()))
+        rows.append([name, categories.category_of(name) or "-", _yes(info.has_backward),
+                     _backward_cell(info, planned.get(name)), rule, info.reason or ""])
+    selected = len(rows)
+    if args.all and not (args.category or args.ops):
+        rows += [[info.name, "-", _yes(info.has_backward), "-", "-", info.reason]
+                 for info in registry.scan() if not info.selected]
+    rows.sort(key=lambda row: row[0])
     headers = ["operator", "category", "has_backward", "backward timed", "input rule"] + (
-        ["filtered because"] if show_all else [])
-    if not show_all:
+        ["filtered because"] if args.all else [])
+    if not args.all:
         rows = [row[:5] for row in rows]
     print(tabulate(rows, headers=headers, tablefmt="simple"))
-    selected = sum(1 for row in rows if row[1] != "-")
-    print(f"\n{selected} selected operators" + (f", {len(rows) - selected} filtered" if show_all else "")
+    print(f"\n{selected} selected operators" + (f", {len(rows) - selected} filtered" if args.all else "")
           + f"; has_backward (opperf: a _backward_<name> operator) {counts['has_backward']}, "
             f"differentiable {counts['differentiable']}, backward timed {counts['timed']}", file=sys.stderr)
     return 0
 
 
-def _backward_cell(info, planned: Optional[List[bool]]) -> str:
+def _backward_cell(info, specs) -> str:
     """The --list "backward timed" cell: yes, how many cases, or no and why (short)."""
+    from .cases import integer_dtype_reason
+
+    planned = [bool(spec.params["run_backward"]) for spec in specs or ()]
     if planned and all(planned):
         return "yes"
     if planned and any(planned):
@@ -187,6 +207,8 @@ def _backward_cell(info, planned: Optional[List[bool]]) -> str:
         return "no: off (opperf's list)"
     if not planned:
         return "-"
+    if integer_dtype_reason(specs[0].params["dtype"]):
+        return "no: integer dtype"
     return "no"
 
 
@@ -220,11 +242,43 @@ def no_benchmark(skipped, results) -> List[dict]:
     return sorted(items, key=lambda item: item["op"])
 
 
+def _in_report_order(results) -> list:
+    return sorted(results, key=lambda r: (_op(r), r.spec.key))
+
+
+def _from_results(skipped, results) -> dict:
+    """The extras derived from the results (with the operators that got no case)."""
+    return {
+        "no_benchmark": no_benchmark(skipped, results),
+        "skipped": [{"op": _op(r), "key": r.spec.key, "reason": r.error} for r in results if r.status == "skipped"],
+    }
+
+
+def finish_merged(report):
+    """A merged report as the unsharded run writes it (benchcore.merge's finisher for opbench).
+
+    Results in the run's order, and the extras derived from results rebuilt from all shards'
+    results: a shard's "all cases failed" note is wrong once another shard measured the
+    operator. Operators without any case (no input rule...) are the same in every shard.
+    """
+    from benchcore.report import Report
+
+    results = _in_report_order(report.results)
+    with_results = {_op(r) for r in results}
+    extras = [report.extra] + [shard.get("extra", {}) for shard in report.extra.get("shards", [])]
+    without_cases = sorted({(item["op"], item["reason"]) for extra in extras
+                            for item in extra.get("no_benchmark", []) if item["op"] not in with_results})
+    extra = {**_from_results(without_cases, results), **{k: v for k, v in report.extra.items()
+                                                         if k not in ("no_benchmark", "skipped")}}
+    return Report(suite=report.suite, environment=report.environment, settings=report.settings,
+                  results=results, extra=extra, schema_version=report.schema_version)
+
+
 def build_report(args, environment, results, skipped, excluded, context, formats, paths):
     from benchcore.environment import now_iso
     from benchcore.report import Report
 
-    results = sorted(results, key=lambda r: (_op(r), r.spec.key))
+    results = _in_report_order(results)
     settings = {
         "profiler": args.profiler,
         "dtype": args.dtype,
@@ -245,16 +299,14 @@ def build_report(args, environment, results, skipped, excluded, context, formats
         "output_file": {fmt: str(path) for fmt, path in paths.items()},
         "resume": args.resume,
     }
-    extra = {
-        "no_benchmark": no_benchmark(skipped, results),
-        "skipped": [{"op": _op(r), "key": r.spec.key, "reason": r.error} for r in results if r.status == "skipped"],
-        "excluded": excluded,
-    }
+    extra = {**_from_results(skipped, results), "excluded": excluded}
     environment = dict(environment, finished_at=now_iso())
     return Report(suite=PROG, environment=environment, settings=settings, results=results, extra=extra)
 
 
 def summarize(report, skipped, started: float, written: List[Path]) -> None:
+    from .views import capped
+
     ok = [r for r in report.results if r.ok]
     failed = report.failures
     skipped_cases = [r for r in report.results if r.status == "skipped"]
@@ -264,6 +316,11 @@ def summarize(report, skipped, started: float, written: List[Path]) -> None:
         say(f"skipped {len(skipped_cases)} case(s):")
         for r in skipped_cases:
             print(f"  {_label(r)}: {r.error}", file=sys.stderr)
+    capped_cases = [r for r in ok if capped(r)]
+    if capped_cases:
+        say(f"{len(capped_cases)} case(s) capped: --max-time ran out before IQR/median < --target-precision:")
+        for r in capped_cases:
+            print(f"  {_label(r)}: {len(r.metrics['forward']['samples_ms'])} runs", file=sys.stderr)
     if failed:
         say(f"failed {len(failed)} case(s):")
         for r in failed:
@@ -283,7 +340,7 @@ def run(argv: List[str]) -> int:
             from benchcore import commands
         except ImportError:
             raise UsageError(f"'{argv[0]}' needs benchcore.commands, which this installation lacks") from None
-        return commands.main(PROG, argv)
+        return commands.main(PROG, argv, finish_merge=finish_merged)
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
@@ -293,20 +350,19 @@ def run(argv: List[str]) -> int:
         raise UsageError("--all only goes with --list; use opbench --list --all")
     args.tiny = args.tiny or os.environ.get(TINY_ENV) == "1"
     apply_threads(args.threads)  # before MXNet is imported, so this process and its workers use it
-    categories_ = _split(args.category)
-    if categories_:
-        from .categories import CATEGORIES
+    from .api import check_ctx, int64_tensor_flag
+    from .categories import CATEGORIES
 
-        for name in categories_:
-            if name not in CATEGORIES:
-                raise UsageError(f"unknown category {name!r}; choose from {', '.join(CATEGORIES)}")
+    for name in _split(args.category) or ():
+        if name not in CATEGORIES:
+            raise UsageError(f"unknown category {name!r}; choose from {', '.join(CATEGORIES)}")
+
+    context = check_ctx(args.ctx)
+    large = int64_tensor_flag(args.int64_tensor)
     if args.list:
-        return list_operators(args.all, categories_)
+        return list_operators(args, context, large)
 
     from benchcore.environment import collect
-
-    from .api import check_ctx, int64_tensor_flag
-    from .cases import generate_cases
 
     formats = formats_for(args)
     paths = output_paths(args.output_file, formats, DEFAULT_OUTPUT_STEM)
@@ -315,15 +371,8 @@ def run(argv: List[str]) -> int:
         from benchcore.plot import prepare_chart_folder
 
         prepare_chart_folder(args.plot)
-    shard = parse_shard(args.shard)
-    context = check_ctx(args.ctx)
-    large = int64_tensor_flag(args.int64_tensor)
     settings = run_settings_from(args, args.warmup, args.runs)
-
-    specs, skipped = generate_cases(ops=_split(args.ops), categories=categories_, dtype=args.dtype, ctx=context,
-                                    int64_tensor=large, run_backward=True, seed=args.seed, tiny=args.tiny)
-    specs, excluded = exclude_specs(specs, _split(args.exclude))
-    specs = shard_specs(specs, shard)
+    specs, skipped, excluded = plan_cases(args, context, large)
     if not specs:
         raise UsageError("no case to run with these --ops/--category/--exclude/--shard choices; see opbench --list")
     checkpoint = checkpoint_path_for(paths.get("json") or paths["md"])

@@ -123,17 +123,41 @@ def _features(report: Report) -> str:
     return "\n".join(lines)
 
 
+def capped(result: CaseResult) -> bool:
+    """Adaptive sampling ran out of --max-time before reaching the target precision."""
+    return bool((result.metrics or {}).get("capped"))
+
+
+def _runs_cell(result: CaseResult) -> str:
+    count = len(((result.metrics or {}).get("forward") or {}).get("samples_ms") or ())
+    return f"{count} (capped)" if capped(result) else str(count)
+
+
+def _sampling_text(settings: dict) -> str:
+    """How many iterations ran: the fixed runs, or adaptive mode's stopping rule."""
+    run = settings.get("run_settings") or {}
+    if run.get("target_precision") is None:
+        return f"warmup {settings.get('warmup', '?')}; runs {settings.get('runs', '?')}"
+    return (f"warmup {settings.get('warmup', '?')}; adaptive sampling: runs until IQR/median < "
+            f"{run['target_precision']:g} for every timed quantity, after at least {run['min_runs']} "
+            f"runs and {run['min_time_s']:g} s, at most {run['max_time_s']:g} s per case "
+            f"(Runs: the runs each case took; `capped`: the target was not reached)")
+
+
 def to_markdown(report: Report) -> str:
     """The whole Markdown report: features, results, failures, skips, uncovered operators."""
-    engine = report.settings.get("profiler", "native")
+    settings = report.settings
+    engine = settings.get("profiler", "native")
+    adaptive = (settings.get("run_settings") or {}).get("target_precision") is not None
     ok = [r for r in _sorted(report.results) if r.status == "ok"]
     row, headers = (_python_row, PYTHON_HEADERS) if engine == "python" else (_native_row, NATIVE_HEADERS)
+    rows = [row(r) + ([_runs_cell(r)] if adaptive else []) for r in ok]
+    headers = headers + (["Runs"] if adaptive else [])
     parts = ["# Runtime Features", "", _features(report), "", "# Benchmark Results", ""]
-    settings = report.settings
     parts.append(f"Engine: {engine}; dtype {settings.get('dtype', '?')}; ctx {settings.get('ctx', '?')}; "
-                 f"warmup {settings.get('warmup', '?')}; runs {settings.get('runs', '?')}. "
+                 f"{_sampling_text(settings)}. "
                  f"Medians and IQRs are of the same per-call times as the averages. `{MISSING}`: not measured.")
-    parts += ["", _table([row(r) for r in ok], headers) if ok else "(no case was measured)", ""]
+    parts += ["", _table(rows, headers) if ok else "(no case was measured)", ""]
     failures = [r for r in _sorted(report.results) if r.status in ("failed", "crashed", "timeout")]
     if failures:
         parts += ["## Failures", "",

@@ -80,3 +80,26 @@ def test_api_signatures_show_the_cpu_default_opperf_documents():
     for fn in (api.run_performance_test, api.run_all_mxnet_operator_benchmarks,
                api.run_mx_unary_operators_benchmarks, api.run_benchmark_operator):
         assert inspect.signature(fn).parameters["ctx"].default == "cpu", fn.__name__
+
+
+@pytest.mark.parametrize("name,size,additional,nd_inputs", [
+    ("softmax", (16, 16), None, {"data": [16, 16]}),  # `length` only with use_length=True
+    ("LeakyReLU", (4, 6), None, {"data": [4, 6]}),  # `gamma` only for act_type="prelu"
+    ("LeakyReLU", (4, 6), {"act_type": "prelu", "gamma": (6,)}, {"data": [4, 6], "gamma": [6]}),
+    ("SequenceMask", (4, 3, 2), None, {"data": [4, 3, 2]}),  # `sequence_length` likewise
+    ("FullyConnected", (4, 8), {"weight": (5, 8), "num_hidden": 5, "no_bias": True},
+     {"data": [4, 8], "weight": [5, 8]}),  # no bias input under no_bias=True
+    ("FullyConnected", (4, 8), {"weight": (5, 8), "bias": (5,), "num_hidden": 5},
+     {"data": [4, 8], "weight": [5, 8], "bias": [5]}),
+])
+def test_run_benchmark_operator_sizes_only_the_inputs_the_operator_expects(name, size, additional, nd_inputs):
+    out = api.run_benchmark_operator(name, size=size, additional_inputs=additional, printer=None, **FAST)
+    (entry,) = out["nd"]["result"]
+    assert {k: v for k, v in entry["inputs"].items() if isinstance(v, list)} == nd_inputs
+    assert entry[f"avg_time_forward_{name}"] > 0
+    assert "result" in out["npx"], out["npx"]
+
+
+def test_run_benchmark_operator_names_a_missing_parameter():
+    with pytest.raises(UsageError, match=r"^FullyConnected: Required parameter num_hidden .*additional_inputs$"):
+        api.run_benchmark_operator("FullyConnected", size=(4, 8), printer=None, **FAST)

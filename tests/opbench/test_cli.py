@@ -224,3 +224,63 @@ def test_plot_option_writes_charts_and_links_them(tmp_path):
     for name in ("opbench_slowest.png", "opbench_categories.png"):
         assert (tmp_path / "charts" / name).read_bytes()[:4] == b"\x89PNG"
         assert f"](charts/{name})" in (tmp_path / "r.md").read_text()
+
+
+def _listed(proc):
+    assert proc.returncode == 0, proc.stderr
+    return {line.split()[0]: line for line in proc.stdout.splitlines()[2:] if line.strip()}
+
+
+def test_list_shows_what_a_run_with_the_same_flags_runs(tmp_path):
+    # --category takes opperf's membership in both: reshape_like lives in "shape" but is in
+    # opperf's binary_misc too, and a run of binary_misc runs it
+    listed = _listed(opbench("--list", "--category", "binary_misc", cwd=tmp_path))
+    assert set(listed) == {"choose_element_0index", "reshape_like"}
+    assert opbench("--category", "binary_misc", *FAST, "--no-isolation", "-o", "r.json", cwd=tmp_path).returncode == 0
+    assert {r.spec.params["op"] for r in Report.load(tmp_path / "r.json").results} == set(listed)
+    proc = opbench("--list", "--category", "unary", cwd=tmp_path)
+    assert len(_listed(proc)) == 57 and "\n57 selected operators" in proc.stderr
+    assert _listed(proc)["round"].split()[1] == "rounding"  # its one home category
+    # --ops, --exclude and --dtype apply as well
+    listed = _listed(opbench("--list", "--ops", "broadcast_*", "--exclude", "broadcast_mod", "--dtype", "int32",
+                             cwd=tmp_path))
+    assert "broadcast_mod" not in listed and "broadcast_div" in listed
+    assert "no: integer dtype" in listed["broadcast_div"]
+
+
+def test_adaptive_markdown_states_the_sampling_and_capped_cases(tmp_path):
+    # --max-time far below one iteration: every case stops after its first run, capped
+    proc = opbench("--ops", "round", "--tiny", "-w", "0", "-r", "3", "--target-precision", "0.01",
+                   "--max-time", "0.000001", "--no-isolation", "-f", "md", "-o", "r.md", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    md = (tmp_path / "r.md").read_text()
+    header = md.split("# Benchmark Results")[1].strip().splitlines()[0]
+    assert "runs 3" not in header
+    assert "adaptive sampling: runs until IQR/median < 0.01" in header and "at most 1e-06 s per case" in header
+    table = [line for line in md.splitlines() if line.startswith("| round")]
+    assert len(table) == 3 and all(line.rstrip(" |").endswith("1 (capped)") for line in table)
+    columns = [cell.strip() for cell in md.split("\n| Operator")[1].splitlines()[0].split("|")]
+    assert columns[-2] == "Runs"
+    assert "3 case(s) capped" in proc.stderr and proc.stderr.count("  round [") == 3
+
+
+def test_merged_shards_equal_the_unsharded_report(tmp_path):
+    # dot is left out at int32 (a no-case operator every shard reports); broadcast_add has one
+    # case per shard, and the crashed one leaves its shard with no measured broadcast_add
+    label, _ = _first_case("broadcast_add")
+    args = ["--ops", "broadcast_add,round,dot", "--dtype", "int32", "--tiny", "-w", "0", "-r", "2"]
+    env = _env(OPBENCH_TEST_CRASH_OP=label)
+    for k in (1, 2, 3):
+        opbench(*args, "--shard", f"{k}/3", "-o", f"s{k}.json", cwd=tmp_path, env=env)
+    assert opbench(*args, "-o", "all.json", cwd=tmp_path, env=env).returncode == 1
+    shards = [Report.load(tmp_path / f"s{k}.json") for k in (1, 2, 3)]
+    assert any("broadcast_add" in {i["op"] for i in s.extra["no_benchmark"]} for s in shards)  # the stale note
+    proc = opbench("merge", "s1.json", "s2.json", "s3.json", "-o", "merged.json", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    merged, whole = Report.load(tmp_path / "merged.json"), Report.load(tmp_path / "all.json")
+    assert [r.spec.key for r in merged.results] == [r.spec.key for r in whole.results]
+    assert [r.status for r in merged.results] == [r.status for r in whole.results]
+    for key in ("no_benchmark", "skipped", "excluded"):
+        assert merged.extra[key] == whole.extra[key], key
+    assert [item["op"] for item in merged.extra["no_benchmark"]] == ["dot"]
+    assert not any("no_benchmark" in s.get("extra", {}) for s in merged.extra["shards"])
