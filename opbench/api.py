@@ -149,7 +149,10 @@ def _renamed(entry: dict, ran: str, asked: str) -> dict:
     """Keys under the name the caller used (`add` runs broadcast_add; keys say `add`)."""
     if ran == asked:
         return entry
-    return {(key[: -len(ran)] + asked if key.endswith("_" + ran) else key): value for key, value in entry.items()}
+    renamed = {(key[: -len(ran)] + asked if key.endswith("_" + ran) else key): value for key, value in entry.items()}
+    if "missing" in renamed:
+        renamed["missing"] = _renamed(renamed["missing"], ran, asked)
+    return renamed
 
 
 def run_cases_for(ops=None, categories=None, ctx="cpu", dtype="float32", profiler="native", int64_tensor="off",

@@ -34,12 +34,21 @@ def _sorted(results: List[CaseResult]) -> List[CaseResult]:
 
 
 def opperf_entry(result: CaseResult) -> dict:
-    """One case as opperf's entry: `inputs` plus the engine's keys (ms / bytes)."""
+    """One case as opperf's entry: `inputs` plus the engine's keys (ms / bytes).
+
+    A key whose value is null (e.g. no backward for this operator, or the profiler did not
+    see it) is explained under `missing`, an addition to opperf's shape, so an API caller
+    learns why without opening the full report.
+    """
     metrics = result.metrics or {}
     keys = metrics.get("opperf_keys") or ["inputs"]
     entry = {key: metrics.get(key) for key in keys}
     if entry.get("inputs") is None:
         entry["inputs"] = result.spec.params.get("inputs")
+    reasons = metrics.get("missing") or {}
+    missing = {key: reasons.get(key, "not measured") for key in keys if entry[key] is None}
+    if missing:
+        entry["missing"] = missing
     return entry
 
 

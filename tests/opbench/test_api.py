@@ -31,6 +31,17 @@ def test_run_performance_test_list_shares_inputs_python_engine():
             assert set(entry) == {"inputs", f"avg_time_{op}", f"p50_time_{op}", f"p90_time_{op}", f"p99_time_{op}"}
 
 
+def test_a_null_entry_value_carries_its_reason():
+    (item,) = api.run_performance_test(mx.nd.add, inputs=[{"lhs": (4, 4), "rhs": (4, 4)}], run_backward=False, **FAST)
+    (entry,) = item["add"]
+    assert entry["avg_time_backward_add"] is None
+    assert list(entry["missing"]) == ["avg_time_backward_add"] and entry["missing"]["avg_time_backward_add"]
+    (item,) = api.run_performance_test("argmax_channel", inputs=[{"data": (4, 4)}], **FAST)
+    (entry,) = item["argmax_channel"]
+    assert entry["avg_time_backward_argmax_channel"] is None
+    assert "differentiable" in entry["missing"]["avg_time_backward_argmax_channel"]
+
+
 def test_internal_operator_without_code_edits():
     result = api.run_performance_test(mx.nd._internal._copyto, inputs=[{"data": (8, 8), "out": (8, 8)}],
                                       run_backward=False, **FAST)
