@@ -8,6 +8,7 @@ machine-readable.
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
 from pathlib import Path
@@ -16,6 +17,9 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 from .errors import UsageError
 
 THREAD_ENV = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
+#: adaptive mode's defaults for --min-time and --max-time (seconds of sampling per case)
+MIN_TIME_S = 0.0
+MAX_TIME_S = 10.0
 
 
 class ArgumentParser(argparse.ArgumentParser):
@@ -42,14 +46,23 @@ positive_int = _int_at_least(1)
 non_negative_int = _int_at_least(0)
 
 
-def positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"{value} must be greater than 0")
-    return value
+def _finite_float(accept: Callable[[float], bool], requirement: str) -> Callable[[str], float]:
+    """An argparse type for a finite number meeting `requirement`: nan passes every `<=` test
+    and then breaks comparisons, JSON and select(); inf overflows timers or disables a check."""
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+        if not math.isfinite(value) or not accept(value):
+            raise argparse.ArgumentTypeError(f"{text} must be a finite number {requirement}")
+        return value
+
+    return parse
+
+
+positive_float = _finite_float(lambda value: value > 0, "greater than 0")
+non_negative_float = _finite_float(lambda value: value >= 0, ">= 0")
 
 
 def add_run_arguments(parser: argparse.ArgumentParser) -> None:
@@ -68,9 +81,10 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--overwrite", action="store_true", help="replace an existing output file")
     group.add_argument("--target-precision", type=positive_float, default=None,
                        help="adaptive mode: sample until IQR/median is below this (e.g. 0.05), between --min-time and --max-time")
-    group.add_argument("--min-time", type=float, default=0.0, help="adaptive mode: minimum seconds of sampling per case")
-    group.add_argument("--max-time", type=positive_float, default=10.0,
-                       help="adaptive mode: cap on seconds of sampling per case; a capped case is flagged")
+    group.add_argument("--min-time", type=non_negative_float, default=None,
+                       help=f"adaptive mode: minimum seconds of sampling per case (default {MIN_TIME_S:g})")
+    group.add_argument("--max-time", type=positive_float, default=None,
+                       help=f"adaptive mode: cap on seconds of sampling per case, a capped case is flagged (default {MAX_TIME_S:g})")
 
 
 def apply_threads(threads: Optional[int]) -> None:
@@ -231,15 +245,26 @@ def sweep(specs, executor: str, options: dict, args, checkpoint: Optional[Path],
 
 
 def run_settings_from(args, warmup: int, runs: int, run_backward: bool = True):
+    """RunSettings from the run flags; adaptive-only flags without --target-precision, or a
+    minimum time above the cap, are refused rather than silently ignored or always capped."""
     from .runner import RunSettings
 
+    given = [flag for flag, value in (("--min-time", args.min_time), ("--max-time", args.max_time)) if value is not None]
+    if given and args.target_precision is None:
+        raise UsageError(f"{' and '.join(given)} only apply in adaptive mode; add --target-precision (e.g. 0.05) "
+                         "or drop them")
+    min_time = MIN_TIME_S if args.min_time is None else args.min_time
+    max_time = MAX_TIME_S if args.max_time is None else args.max_time
+    if min_time > max_time:
+        raise UsageError(f"--min-time {min_time:g} is above --max-time {max_time:g}: every case would be capped; "
+                         "lower --min-time or raise --max-time")
     return RunSettings(
         warmup=warmup,
         runs=runs,
         run_backward=run_backward,
         target_precision=args.target_precision,
-        min_time_s=args.min_time,
-        max_time_s=args.max_time,
+        min_time_s=min_time,
+        max_time_s=max_time,
     )
 
 

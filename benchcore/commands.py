@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, List, Optional
 
-from .cli import ArgumentParser, run_main
+from .cli import ArgumentParser, non_negative_float, run_main
 from .errors import UsageError
 from .report import Report, write_text_atomic
 
@@ -42,7 +42,7 @@ def build_parser(suite: str) -> ArgumentParser:
     p.add_argument("--threshold", type=float, default=0.05,
                    help="smallest relative change that counts, as a fraction (default 0.05 = 5%%)")
     p.add_argument("--alpha", type=float, default=0.05, help="significance level of the U test (default 0.05)")
-    p.add_argument("--fail-above", type=float, default=None, metavar="PCT",
+    p.add_argument("--fail-above", type=non_negative_float, default=None, metavar="PCT",
                    help="CI gate: exit 1 when any case is judged slower by more than PCT percent")
     p.add_argument("--allow-env-mismatch", action="store_true",
                    help="compare reports from different environments (versions, CPU/GPU, threads) anyway")
@@ -95,8 +95,6 @@ def _emit(text: str, output: Optional[str], overwrite: bool) -> None:
 def _compare(suite: str, args) -> int:
     from .compare import compare
 
-    if args.fail_above is not None and args.fail_above < 0:
-        raise UsageError(f"--fail-above takes a percentage >= 0 (e.g. 10), got {args.fail_above:g}")
     if args.output and Path(args.output).exists() and not args.overwrite:
         raise UsageError(f"output file {args.output} already exists; choose another path or pass --overwrite")
     base, new = load_report(args.base, suite), load_report(args.new, suite)

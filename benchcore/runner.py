@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import asdict, dataclass
-from typing import Callable, List, Optional
+from typing import Callable, List, Optional, Tuple
 
 from .case import Workload
 from .errors import UsageError
@@ -93,8 +93,15 @@ def run_workload(
     settings: RunSettings,
     timer,
     clock: Callable[[], float] = time.perf_counter,
+    reported: Optional[Callable[[], Tuple[List[float], List[float]]]] = None,
 ) -> RunOutcome:
-    """Time `workload` with `timer` (see timers.py); `clock` paces adaptive mode only."""
+    """Time `workload` with `timer` (see timers.py); `clock` paces adaptive mode only.
+
+    `reported`, when given, returns the (forward, backward) samples so far that the suite will
+    report instead of the timer's (opbench's native engine reports the profiler's per-call
+    times); adaptive mode then judges precision on those, falling back to the timer's samples
+    for a phase the reported source has nothing for.
+    """
     with_backward = settings.run_backward and workload.has_backward
     timed_total = 0.0
     for _ in range(settings.warmup):
@@ -117,8 +124,9 @@ def run_workload(
             continue
         elapsed = clock() - started
         if len(forward) >= settings.min_runs and elapsed >= settings.min_time_s:
-            if _precise_enough(forward, settings.target_precision) and (
-                not backward or _precise_enough(backward, settings.target_precision)
+            judged_forward, judged_backward = reported() if reported else (forward, backward)
+            if _precise_enough(judged_forward or forward, settings.target_precision) and (
+                not backward or _precise_enough(judged_backward or backward, settings.target_precision)
             ):
                 break
         if elapsed >= settings.max_time_s:

@@ -12,12 +12,11 @@ profiler failure; 2 a usage error, as one line.
 from __future__ import annotations
 
 import argparse
-import math
 import sys
 from typing import List, Optional, Sequence
 
 from benchcore import cli as core_cli
-from benchcore.cli import ArgumentParser, non_negative_int, positive_int
+from benchcore.cli import ArgumentParser, non_negative_float, non_negative_int, positive_int
 from benchcore.errors import UsageError
 
 from . import bench
@@ -48,18 +47,6 @@ def seed_value(text: str) -> int:
         raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
     if not 0 <= value <= SEED_MAX:
         raise argparse.ArgumentTypeError(f"{value} is outside 0 to {SEED_MAX} (2**63 - 2); pick a seed in that range")
-    return value
-
-
-def finite_non_negative(text: str) -> float:
-    """A tolerance or a pause: NaN passes every `< 0` check and then fails every comparison
-    (or sleep), and inf makes a tolerance accept anything, so both are refused with negatives."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not math.isfinite(value) or value < 0:
-        raise argparse.ArgumentTypeError(f"{text} must be a finite number >= 0")
     return value
 
 
@@ -119,8 +106,8 @@ def _test_parser(sub) -> None:
     for name, default in bench.SIZE_DEFAULTS.items():
         p.add_argument(f"--{name}", type=positive_int, default=default, help=f"default {default}")
     p.add_argument("--rnns", nargs="*", default=None, help="runners to check (default: all LSTM runners)")
-    p.add_argument("--atol", type=finite_non_negative, default=1e-3, help="absolute tolerance, finite and >= 0 (default 1e-3)")
-    p.add_argument("--rtol", type=finite_non_negative, default=0.0, help="relative tolerance, finite and >= 0 (default 0)")
+    p.add_argument("--atol", type=non_negative_float, default=1e-3, help="absolute tolerance, finite and >= 0 (default 1e-3)")
+    p.add_argument("--rtol", type=non_negative_float, default=0.0, help="relative tolerance, finite and >= 0 (default 0)")
     p.add_argument("--absolute-grads", action="store_true",
                    help="compare gradients at --atol as they are; by default each gradient pair is first divided by "
                         "max(1, largest reference gradient), since float32 alone differs by more than 1e-3 where "
@@ -143,7 +130,7 @@ def _profile_parser(sub) -> None:
                    help="nsys, nvprof or torch (default: nsys when it is on PATH and --device is CUDA, else torch)")
     p.add_argument("--output-dir", default=DEFAULT_OUTPUT_DIR, help=f"where reports go (default {DEFAULT_OUTPUT_DIR}, created)")
     p.add_argument("--sleep-between-seconds", "--sleep_between_seconds", dest="sleep_between_seconds",
-                   type=finite_non_negative, default=1.0,
+                   type=non_negative_float, default=1.0,
                    help="pause between runners so they are apart on the timeline, >= 0 (default 1)")
     p.add_argument("--warmup", type=non_negative_int, default=DEFAULT_WARMUP,
                    help="unprofiled iterations before each runner's profiled ones, in every mode (outside the NVTX "

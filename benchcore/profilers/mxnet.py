@@ -338,6 +338,11 @@ class MXNetProfiler:
         return stats.min_bytes if stats else None
 
 
+def window_total_ms(dump: ProfileDump) -> float:
+    """Operator time of one timed call: every work entry in its dump, summed."""
+    return sum(stats.total_ms for stats in dump.work().values())
+
+
 @dataclass
 class PhaseStats:
     """The dumps of one phase (forward or backward), one dump per timed call."""
@@ -346,7 +351,7 @@ class PhaseStats:
 
     def window_totals_ms(self) -> List[float]:
         """Operator time of each call: every work entry in its dump, summed."""
-        return [sum(s.total_ms for s in d.work().values()) for d in self.dumps]
+        return [window_total_ms(d) for d in self.dumps]
 
     def entries(self) -> Dict[str, OpStats]:
         merged: Dict[str, OpStats] = {}

@@ -1,6 +1,6 @@
 import pytest
 
-from benchcore.cli import ArgumentParser, add_run_arguments, run_main
+from benchcore.cli import ArgumentParser, add_run_arguments, run_main, run_settings_from
 from benchcore.errors import UsageError
 
 
@@ -20,6 +20,41 @@ def test_bad_flag_is_a_usage_error():
         parser.parse_args(["--timeout", "-3"])
     args = parser.parse_args(["--threads", "2", "--resume"])
     assert args.threads == 2 and args.resume and args.timeout == 600.0
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--timeout", "nan"], "--timeout: nan must be a finite number greater than 0"),
+    (["--timeout", "inf"], "--timeout: inf must be a finite number"),
+    (["--memory-limit-gb", "nan"], "--memory-limit-gb"),
+    (["--target-precision", "nan"], "--target-precision"),
+    (["--min-time", "-1"], "--min-time: -1 must be a finite number >= 0"),
+    (["--max-time", "inf"], "--max-time"),
+])
+def test_numbers_must_be_finite(argv, message):
+    parser = ArgumentParser(prog="x")
+    add_run_arguments(parser)
+    with pytest.raises(UsageError) as info:
+        parser.parse_args(argv)
+    assert message in str(info.value)
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--max-time", "3"], "--max-time only apply in adaptive mode; add --target-precision"),
+    (["--min-time", "1", "--max-time", "3"], "--min-time and --max-time only apply in adaptive mode"),
+    (["--target-precision", "0.05", "--min-time", "5", "--max-time", "1"], "--min-time 5 is above --max-time 1"),
+])
+def test_adaptive_flags_that_would_be_ignored_or_always_cap_are_refused(argv, message):
+    parser = ArgumentParser(prog="x")
+    add_run_arguments(parser)
+    with pytest.raises(UsageError, match=message):
+        run_settings_from(parser.parse_args(argv), warmup=1, runs=3)
+
+
+def test_adaptive_defaults_apply_when_only_the_target_is_given():
+    parser = ArgumentParser(prog="x")
+    add_run_arguments(parser)
+    settings = run_settings_from(parser.parse_args(["--target-precision", "0.05"]), warmup=1, runs=3)
+    assert (settings.target_precision, settings.min_time_s, settings.max_time_s) == (0.05, 0.0, 10.0)
 
 
 def test_shards_partition_any_case_list():

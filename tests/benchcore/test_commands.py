@@ -107,6 +107,8 @@ def test_bad_inputs_are_one_line_exit_2(pair, tmp_path, capsys):
         (["merge", rnn], "is a rnnbench report"),
         (["compare", pair[0]], "arguments are required"),
         (["compare", *pair, "--fail-above", "-1"], "--fail-above"),
+        (["compare", *pair, "--fail-above", "nan"], "--fail-above: nan must be a finite number >= 0"),
+        (["compare", *pair, "--fail-above", "inf"], "--fail-above"),
         (["compare", *pair, "--threshold", "0"], "threshold"),
         (["frobnicate"], "invalid choice"),
     ]

@@ -96,6 +96,22 @@ def test_adaptive_mode_caps_noisy_case_and_flags_it():
     assert outcome.forward.noisy
 
 
+def test_adaptive_mode_judges_the_reported_samples_when_the_suite_reports_others():
+    """opbench native reports profiler kernel times: their precision decides, not the wall's."""
+    settings = RunSettings(warmup=0, runs=1, target_precision=0.05, min_runs=3, max_time_s=0.1)
+
+    def run(wall_costs, kernel_ms):
+        clock = FakeClock()
+        workload, events = make_workload(clock, wall_costs)
+        per_call = lambda: (kernel_ms[:events.count("forward")], [])  # noqa: E731  one per call so far
+        return run_workload(workload, settings, PerfCounterTimer(lambda: None, clock), clock=clock, reported=per_call)
+
+    steady_kernel_noisy_wall = run([0.001, 0.010] * 1000, [0.5] * 2000)
+    assert steady_kernel_noisy_wall.forward.n == 3 and not steady_kernel_noisy_wall.capped
+    jumpy_kernel_steady_wall = run([0.010] * 1000, [0.1, 1.0] * 1000)
+    assert jumpy_kernel_steady_wall.capped
+
+
 def test_gc_is_disabled_inside_the_timed_region_only():
     seen = []
     workload = Workload(forward=lambda: seen.append(gc.isenabled()))
