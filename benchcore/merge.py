@@ -93,7 +93,7 @@ def merge(reports: List[Report], sources: Optional[Sequence[str]] = None, allow_
             results.append(result)
 
     first = reports[order[0]]
-    settings = {k: v for k, v in first.settings.items() if k != "shard"}
+    settings = {**first.settings, "shard": None}  # the whole sweep, as an unsharded run says
     extra, per_shard_extra = _merge_extras([reports[i] for i in order])
     differences = [environment_differences(first, reports[i]) for i in order[1:]]
     extra["shards"] = [

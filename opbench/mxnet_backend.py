@@ -295,7 +295,8 @@ def add_opperf_keys(metrics: dict, op: str, engine: str, device: str, backward_r
         metrics[f"p50_time_{op}"] = whole.percentile(50)
         metrics[f"p90_time_{op}"] = whole.percentile(90)
         metrics[f"p99_time_{op}"] = whole.percentile(99)
-        missing["peak_bytes"] = "the python engine does not measure memory; use --profiler native"
+        missing["profiler"] = ("the python engine runs without MXNet's profiler: no kernel times, no memory "
+                               "figure; use --profiler native")
     metrics["opperf_keys"] = ["inputs"] + opperf_entry_keys(op, engine, device)
 
 

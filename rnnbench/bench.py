@@ -139,7 +139,7 @@ def check_runners(names: Sequence[str], device: str) -> List:
 
 
 def case_params(sizes: Dict[str, int], device: str, fuser: str, executor: Optional[str], seed: Optional[int], group: str) -> dict:
-    params = {name: int(sizes[name]) for name in SIZE_DEFAULTS}
+    params = {name: int(value) for name, value in sizes.items()}
     params.update({"device": device, "fuser": fuser, "executor": executor or "default", "seed": seed, "group": group})
     return params
 
@@ -162,14 +162,23 @@ def sizes_from(args) -> Dict[str, int]:
     return {name: getattr(args, name) for name in SIZE_DEFAULTS}
 
 
+#: The sizes each group's models use. Only these enter its cases' params (and so their keys):
+#: runs that differ in a size a model ignores compare, merge and resume as the same cases.
+GROUP_SIZE_NAMES = {
+    GROUP_LSTM: tuple(SIZE_DEFAULTS),
+    GROUP_VL_LSTM: ("numLayers", "inputSize", "hiddenSize", "miniBatch"),  # lengths drawn in [30, 100)
+    GROUP_RESNET: ("miniBatch",),  # images per batch (--cnnBatch); 3x224x224 each
+}
+
+
 def build_specs(args) -> List[CaseSpec]:
     """One CaseSpec per runner of every selected group, sizes/device/fuser/seed in its params."""
-    sizes = sizes_from(args)
+    lstm_sizes = sizes_from(args)
+    cnn_sizes = {**lstm_sizes, "miniBatch": getattr(args, "cnnBatch", CNN_BATCH_DEFAULT)}  # its own batch
     specs = []
     for group, names in selected_groups(args):
-        group_sizes = sizes
-        if group == GROUP_RESNET:  # a ResNet uses only the batch: its own, --cnnBatch
-            group_sizes = {**sizes, "miniBatch": getattr(args, "cnnBatch", CNN_BATCH_DEFAULT)}
+        sizes = cnn_sizes if group == GROUP_RESNET else lstm_sizes
+        group_sizes = {name: sizes[name] for name in GROUP_SIZE_NAMES[group]}
         for name in names:
             params = case_params(group_sizes, args.device, args.fuser, args.executor, args.seed, group)
             specs.append(CaseSpec(SUITE, name, params))
@@ -314,8 +323,10 @@ def compile_metrics(info: dict) -> dict:
     for part in ("", "_forward", "_backward"):
         seconds = info.get(f"compile{part}_s")
         out[f"compile{part}_ms"] = None if seconds is None else float(seconds) * 1e3
-    if out["compile_ms"] is None:
-        out["missing"] = {"compile_ms": "runner does not compile (no torch.compile step)"}
+    reason = "runner does not compile (no torch.compile step)"
+    missing = {key: reason for key, value in out.items() if value is None}
+    if missing:
+        out["missing"] = missing
     return out
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 from typing import List, Optional, Sequence
 
 from benchcore import cli as core_cli
@@ -188,9 +189,14 @@ def _check_stdout(args) -> None:
     """Without --output-file, --output-format prints the report to stdout; --print-json
     prints there too, and one stream cannot carry both, so ask for a file instead of
     dropping the report."""
-    if args.print_json and args.output_format and not args.output_file:
+    if args.output_file or not args.output_format:
+        return
+    if args.print_json:
         raise UsageError("--output-format without --output-file prints the report to stdout, which --print-json "
                          "already uses; add --output-file PATH, or drop --output-format")
+    if len(core_cli.parse_formats(args.output_format)) > 1:
+        raise UsageError(f"--output-format {args.output_format} without --output-file would print both reports to "
+                         "stdout, one after the other; add --output-file PATH (one stem for both) or choose one format")
 
 
 def _output_targets(args) -> dict:
@@ -202,8 +208,14 @@ def _output_targets(args) -> dict:
     return targets
 
 
-def _render(report, fmt: str) -> str:
-    return report.to_json() + "\n" if fmt == "json" else bench.markdown_report(report)
+def _render(report, fmt: str, charts: Sequence = ()) -> str:
+    """A report for stdout; the Markdown links the charts relative to the working directory."""
+    if fmt == "json":
+        return report.to_json() + "\n"
+    from benchcore.plot import chart_links_markdown
+
+    links = chart_links_markdown(list(charts), relative_to=Path.cwd()) if charts else ""
+    return bench.markdown_report(report) + ("\n" + links + "\n" if links else "")
 
 
 def bench_environment(args, argv: Sequence[str]) -> dict:
@@ -270,8 +282,8 @@ def _bench(args, argv: Sequence[str]) -> int:
         _err(f"{PROG}: wrote {path}")
     if checkpoint and checkpoint.exists():
         checkpoint.unlink()  # the report now holds every result
-    for fmt in stdout_formats:  # never with --print-json (_check_stdout)
-        sys.stdout.write(_render(report, fmt))
+    for fmt in stdout_formats:  # one at most, never with --print-json (_check_stdout)
+        sys.stdout.write(_render(report, fmt, [path for path in written if path.suffix == ".png"]))
     return 1 if report.failures else 0
 
 

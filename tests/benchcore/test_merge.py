@@ -32,7 +32,7 @@ def test_merge_equals_unsharded_case_list(style):
     merged = merge(list(reversed(shards)))  # order of the arguments does not matter
     assert sorted(r.spec.key for r in merged.results) == sorted(r.spec.key for r in all_results())
     assert len(merged.results) == len(NAMES)
-    assert "shard" not in merged.settings and merged.settings == {"runs": 5, "warmup": 1}
+    assert merged.settings == {"runs": 5, "warmup": 1, "shard": None}  # as an unsharded run says
     assert [s["shard"] for s in merged.extra["shards"]] == ["1/3", "2/3", "3/3"]
     assert merged.extra["merge"]["missing_shards"] == []
     # a merged report is an ordinary report: it round-trips through JSON

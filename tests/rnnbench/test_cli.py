@@ -146,6 +146,21 @@ def test_plot_option_writes_charts_linked_from_the_markdown(tmp_path):
     assert "](charts/rnnbench_runners.png)" in (tmp_path / "r.md").read_text()
 
 
+def test_markdown_on_stdout_links_the_charts_from_the_working_directory(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    code = main(["bench", *TINY, "--group", "rnns", "--rnns", "cudnn", "--nloops", "2", "--warmup", "0",
+                 "--device", "cpu", "--no-isolation", "--output-format", "md", "--plot", "charts"])
+    assert code == 0
+    out = capsys.readouterr().out
+    assert out.startswith("# rnnbench results") and "](charts/rnnbench_runners.png)" in out
+
+
+def test_two_formats_need_a_file_not_stdout(capsys):
+    code = main(["bench", *TINY, "--group", "rnns", "--rnns", "cudnn", "--device", "cpu", "--output-format", "json,md"])
+    assert code == 2
+    assert "would print both reports to stdout" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("shard", ["3/2", "x", "0/4"])
 def test_bad_shard_is_usage_error(shard, capsys):
     assert main(["bench", *TINY, "--rnns", "cudnn", "--group", "rnns", "--device", "cpu", "--shard", shard]) == 2
