@@ -46,9 +46,10 @@ ENV_KEY_PATTERNS = (
     "*python*", "*mxnet*", "*torch*", "*numpy*", "*cpu*", "*processor*", "*gpu*", "*cuda*",
     "*cudnn*", "*nvidia*", "*thread*", "*omp_*", "*mkl*", "*device*",
 )
-#: How the numbers were taken (exact keys, always relevant): a profiler's kernel times and a
-#: wall clock around the Python call are different quantities.
-METHOD_KEYS = ("engine", "timer", "settings.profiler")
+#: Exact keys that always count, whatever the patterns say: how the numbers were taken (a
+#: profiler's kernel times and a wall clock around the Python call are different quantities),
+#: and whether torch had a GPU ("*available*" is ignored for memory figures).
+ALWAYS_RELEVANT_KEYS = ("engine", "timer", "settings.profiler", "torch.cuda_available")
 ENV_KEY_IGNORED = (
     "*time*", "*date*", "*host*", "*argv*", "*pid*", "*path*", "*executable*", "*freq*",
     "*load*", "*usage*", "*percent*", "*available*", "*uptime*", "*git*", "*commit*", "*cwd*",
@@ -565,7 +566,7 @@ def flatten(data, prefix: str = "") -> Dict[str, object]:
 
 def timing_relevant(key: str) -> bool:
     lowered = key.lower()
-    if lowered in METHOD_KEYS:
+    if lowered in ALWAYS_RELEVANT_KEYS:
         return True
     if any(fnmatch.fnmatchcase(lowered, p) for p in ENV_KEY_IGNORED):
         return False
@@ -575,7 +576,10 @@ def timing_relevant(key: str) -> bool:
 def environment_differences(base: Report, new: Report) -> List[dict]:
     """Timing-relevant environment keys (and the thread and profiler settings) whose values differ.
 
-    A key present on one side only counts as a difference too (e.g. mxnet absent from one run).
+    Only keys both reports recorded are compared: a key on one side only comes from a newer
+    version of the suite (a baseline from before it recorded TF32 settings must still gate).
+    What one key per block always records catches the rest: a framework that failed to import
+    has `version: null`, a GPU run differs in `torch.cuda_available` and `nvidia_driver`.
     """
     b = flatten(base.environment)
     n = flatten(new.environment)
@@ -585,7 +589,7 @@ def environment_differences(base: Report, new: Report) -> List[dict]:
     for key, value in flatten(new.settings, "settings").items():
         if "thread" in key.lower() or key == "settings.profiler":
             n[key] = value
-    keys = sorted(k for k in set(b) | set(n) if timing_relevant(k))
+    keys = sorted(k for k in set(b) & set(n) if timing_relevant(k))
     return [{"key": k, "base": b.get(k), "new": n.get(k)} for k in keys if b.get(k) != n.get(k)]
 
 

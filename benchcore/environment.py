@@ -13,7 +13,7 @@ import platform
 import subprocess
 import sys
 from pathlib import Path
-from typing import Iterable, Optional
+from typing import Any, Callable, Iterable, Optional
 
 THREAD_VARIABLES = (
     "OMP_NUM_THREADS",
@@ -75,8 +75,9 @@ def torch_info() -> dict:
         "cuda": torch.version.cuda,
         "cudnn": torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None,
         # TF32 changes float32 GPU timings (and results): cuDNN's LSTM uses it by default
-        "float32_matmul_precision": torch.get_float32_matmul_precision(),
-        "cudnn_allow_tf32": _cudnn_allow_tf32(torch),
+        "float32_matmul_precision": _legacy_read(torch.get_float32_matmul_precision),
+        "cudnn_allow_tf32": _legacy_read(lambda: bool(torch.backends.cudnn.allow_tf32)),
+        "fp32_precision": _fp32_precision(torch),
     }
     if torch.cuda.is_available():
         index = torch.cuda.current_device()
@@ -86,12 +87,23 @@ def torch_info() -> dict:
     return info
 
 
-def _cudnn_allow_tf32(torch) -> Optional[bool]:
-    """torch.backends.cudnn.allow_tf32, or None where per-operator settings make it ambiguous
-    (torch refuses to read the legacy switch after the newer fp32_precision API was mixed in)."""
+def _legacy_read(read: Callable[[], Any]) -> Any:
+    """A legacy TF32 setting, or None where torch refuses to read it (the newer per-operator
+    fp32_precision API was used, so one legacy answer would be ambiguous: see fp32_precision)."""
     try:
-        return bool(torch.backends.cudnn.allow_tf32)
+        return read()
     except RuntimeError:
+        return None
+
+
+def _fp32_precision(torch) -> Optional[dict]:
+    """The newer API's per-operator float32 precision (ieee, tf32 or none = inherit); None on
+    a torch without it."""
+    try:
+        return {"matmul": torch.backends.cuda.matmul.fp32_precision,
+                "cudnn_conv": torch.backends.cudnn.conv.fp32_precision,
+                "cudnn_rnn": torch.backends.cudnn.rnn.fp32_precision}
+    except AttributeError:
         return None
 
 

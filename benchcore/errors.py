@@ -19,7 +19,7 @@ class SkipCase(Exception):
     """
 
 
-_FRAME_LINE = re.compile(r"^(Traceback \(most recent call last\):|File \"|\[bt\]|Stack trace|During handling)")
+_FRAME_LINE = re.compile(r'^(Traceback \(most recent call last\):|File ".*", line \d+|\[bt\]|Stack trace|During handling)')
 _RAISED_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Interrupt|Exit)\s*:")
 
 

@@ -40,7 +40,10 @@ from .errors import SkipCase, UsageError, error_summary
 from .report import CaseResult
 
 STDERR_TAIL_CHARS = 4000
-#: How long a fresh worker may take to import its executor and WORKER_PRELOAD modules.
+#: How long a fresh worker may take to import its executor and WORKER_PRELOAD modules: the
+#: case's timeout, but never less than the floor (a cold import of a framework can take tens of
+#: seconds), and the default when cases have no timeout.
+STARTUP_TIMEOUT_FLOOR_S = 60.0
 STARTUP_TIMEOUT_S = 600.0
 READY = {"ready": True}
 
@@ -136,25 +139,28 @@ class Worker:
         self.rss_bytes: Optional[int] = None
         self.ready = False
 
-    def wait_ready(self) -> Optional[dict]:
+    def wait_ready(self, timeout_s: Optional[float] = None) -> Optional[dict]:
         """Wait for the worker's start-up; None when ready, else the crashed/timeout answer
         for the case that was to run."""
         if self.ready:
             return None
         started = time.perf_counter()
-        line = self._read_line(STARTUP_TIMEOUT_S)
+        limit = STARTUP_TIMEOUT_S if timeout_s is None else max(timeout_s, STARTUP_TIMEOUT_FLOOR_S)
+        line = self._read_line(limit)
         wall_s = time.perf_counter() - started
         if line and line.strip() == json.dumps(READY).encode():
             self.ready = True
             return None
         if line is None:
             self.kill()
-            return {"status": "timeout", "error": f"worker did not start within {STARTUP_TIMEOUT_S:g} s; killed",
+            return {"status": "timeout", "error": f"worker did not start within {limit:g} s; killed",
                     "stderr_tail": self.stderr_since(0), "wall_s": wall_s}
         if line:  # not the protocol's greeting: this worker cannot be trusted with a case
             self.kill()
-        return {"status": "crashed", "error": f"{_describe_exit(self.process.wait())} while starting",
-                "stderr_tail": self.stderr_since(0), "wall_s": wall_s}
+            error = f"worker sent {line[:80]!r} instead of its ready greeting; killed"
+        else:
+            error = f"{_describe_exit(self.process.wait())} while starting"
+        return {"status": "crashed", "error": error, "stderr_tail": self.stderr_since(0), "wall_s": wall_s}
 
     def stderr_since(self, offset: int) -> str:
         self.stderr_file.flush()
@@ -168,7 +174,7 @@ class Worker:
 
     def request(self, spec: CaseSpec, options: dict, timeout_s: Optional[float]) -> dict:
         """Send a case; return the worker's answer or a crashed/timeout answer."""
-        failed_start = self.wait_ready()
+        failed_start = self.wait_ready(timeout_s)
         if failed_start:
             return failed_start
         offset = self.stderr_offset()

@@ -93,7 +93,8 @@ def merge(reports: List[Report], sources: Optional[Sequence[str]] = None, allow_
             results.append(result)
 
     first = reports[order[0]]
-    settings = {**first.settings, "shard": None}  # the whole sweep, as an unsharded run says
+    # the whole sweep: no shard, and no one shard's output path or command line
+    settings = {**first.settings, **{k: None for k in SHARD_VARIANT_SETTINGS if k in first.settings}, "shard": None}
     extra, per_shard_extra = _merge_extras([reports[i] for i in order])
     differences = [environment_differences(first, reports[i]) for i in order[1:]]
     extra["shards"] = [

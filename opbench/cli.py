@@ -374,7 +374,8 @@ def run(argv: List[str]) -> int:
     settings = run_settings_from(args, args.warmup, args.runs)
     specs, skipped, excluded = plan_cases(args, context, large)
     if not specs:
-        raise UsageError("no case to run with these --ops/--category/--exclude/--shard choices; see opbench --list")
+        raise UsageError("no case to run with these --ops/--category/--exclude/--dtype/--shard choices; "
+                         "opbench --list with the same flags says why each operator has none")
     checkpoint = checkpoint_path_for(paths.get("json") or paths["md"])
     options = {"settings": settings.to_dict(), "profiler": args.profiler, "threads": args.threads, "seed": args.seed}
     environment = collect(PROG, [PROG, *argv], frameworks=("mxnet",),

@@ -162,25 +162,29 @@ def sizes_from(args) -> Dict[str, int]:
     return {name: getattr(args, name) for name in SIZE_DEFAULTS}
 
 
-#: The sizes each group's models use. Only these enter its cases' params (and so their keys):
-#: runs that differ in a size a model ignores compare, merge and resume as the same cases.
-GROUP_SIZE_NAMES = {
-    GROUP_LSTM: tuple(SIZE_DEFAULTS),
-    GROUP_VL_LSTM: ("numLayers", "inputSize", "hiddenSize", "miniBatch"),  # lengths drawn in [30, 100)
-    GROUP_RESNET: ("miniBatch",),  # images per batch (--cnnBatch); 3x224x224 each
+#: The sizes each kind of runner (its registry group) uses. Only these enter its cases' params
+#: (and so their keys): runs that differ in a size a model ignores compare, merge and resume as
+#: the same cases, whichever list (--rnns or --variable-lstms) named the runner.
+SIZES_USED = {
+    "rnns": tuple(SIZE_DEFAULTS),
+    "vl": ("numLayers", "inputSize", "hiddenSize", "miniBatch"),  # lengths drawn in [30, 100)
+    "cnns": ("miniBatch",),  # images per batch (--cnnBatch); 3x224x224 each
 }
 
 
 def build_specs(args) -> List[CaseSpec]:
     """One CaseSpec per runner of every selected group, sizes/device/fuser/seed in its params."""
+    from .runners import get_runner
+
     lstm_sizes = sizes_from(args)
     cnn_sizes = {**lstm_sizes, "miniBatch": getattr(args, "cnnBatch", CNN_BATCH_DEFAULT)}  # its own batch
     specs = []
     for group, names in selected_groups(args):
         sizes = cnn_sizes if group == GROUP_RESNET else lstm_sizes
-        group_sizes = {name: sizes[name] for name in GROUP_SIZE_NAMES[group]}
         for name in names:
-            params = case_params(group_sizes, args.device, args.fuser, args.executor, args.seed, group)
+            used = SIZES_USED.get(get_runner(name).group, tuple(SIZE_DEFAULTS))
+            params = case_params({size: sizes[size] for size in used}, args.device, args.fuser, args.executor,
+                                 args.seed, group)
             specs.append(CaseSpec(SUITE, name, params))
     return specs
 
@@ -355,19 +359,29 @@ def group_of(result) -> str:
     return result.spec.params.get("group") or GROUP_LSTM
 
 
+def run_order(specs) -> Dict[str, List[str]]:
+    """{group: runner names} in the order a run takes them (recorded in the report's settings,
+    before sharding, so every shard holds the whole sweep's order)."""
+    order: Dict[str, List[str]] = {}
+    for spec in specs:
+        order.setdefault(spec.params["group"], []).append(spec.name)
+    return order
+
+
 def finish_merged(report):
-    """A merged report's results in the order an unsharded bench lists them: fastrnns' group
-    order (variable-length LSTMs, LSTMs, ResNets), then runner registration order
-    (benchcore.merge's finisher for rnnbench; shards hold their cases sorted by key)."""
+    """A merged report's results in the order the unsharded run lists them (benchcore.merge's
+    finisher for rnnbench; shards hold their cases sorted by key): the recorded run order,
+    else fastrnns' group order and runner registration order."""
     from .runners import runner_names
 
-    groups = [GROUP_VL_LSTM, GROUP_LSTM, GROUP_RESNET]
-    registered = {name: index for index, name in enumerate(runner_names())}
+    order = report.settings.get("runners") or {
+        group: runner_names() for group in (GROUP_VL_LSTM, GROUP_LSTM, GROUP_RESNET)}
+    groups = list(order)
 
     def position(result):
-        group = group_of(result)
+        group, names = group_of(result), order.get(group_of(result), [])
         return (groups.index(group) if group in groups else len(groups),
-                registered.get(result.spec.name, len(registered)), result.spec.key)
+                names.index(result.spec.name) if result.spec.name in names else len(names), result.spec.key)
 
     report.results = sorted(report.results, key=position)
     return report

@@ -246,7 +246,8 @@ def _bench(args, argv: Sequence[str]) -> int:
         from benchcore.plot import prepare_chart_folder
 
         prepare_chart_folder(args.plot)
-    specs = core_cli.shard_specs(bench.build_specs(args), core_cli.parse_shard(args.shard))
+    all_specs = bench.build_specs(args)
+    specs = core_cli.shard_specs(all_specs, core_cli.parse_shard(args.shard))
     if not specs:
         raise UsageError("nothing to run: no runner selected (--group/--rnns/--cnns/--shard); use --group rnns and/or cnns, or --variable-lstms")
     bench.check_runners(sorted({s.name for s in specs}), args.device)
@@ -261,7 +262,8 @@ def _bench(args, argv: Sequence[str]) -> int:
         suite=bench.SUITE,
         environment=dict(environment, finished_at=now_iso()),
         settings={**options, "device": args.device, "fuser": args.fuser, "executor": args.executor or "default",
-                  "sizes": {**bench.sizes_from(args), "cnnBatch": args.cnnBatch}, "unit": "ms", "shard": args.shard},
+                  "sizes": {**bench.sizes_from(args), "cnnBatch": args.cnnBatch}, "unit": "ms", "shard": args.shard,
+                  "runners": bench.run_order(all_specs)},
         results=results,
     )
     _err(bench.console_table(results, sep=args.sep))

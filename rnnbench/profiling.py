@@ -257,7 +257,8 @@ def torch_profile(specs, output_dir: Path, sizes: Dict[str, int], nloops: int = 
                 runs.append(RunnerRun(spec.name, nloops, False, time.perf_counter() - started, warmup))
     averages = prof.key_averages()
     stats = parse_key_averages(averages)
-    sort_by = "self_device_time_total" if len(activities) > 1 else "self_cpu_time_total"
+    # the old name: torch before 2.4 knows only it, later versions map it to self_device_time_total
+    sort_by = "self_cuda_time_total" if len(activities) > 1 else "self_cpu_time_total"
     if paths[".pt.trace.json"].exists():
         paths[".pt.trace.json"].unlink()
     prof.export_chrome_trace(str(paths[".pt.trace.json"]))

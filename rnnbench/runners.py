@@ -19,7 +19,6 @@ import torch
 
 from benchcore.errors import UsageError
 from rnnbench import cells, factory
-from rnnbench.bench import EXECUTORS, FUSERS  # the names, importable without torch for --help
 
 GROUPS = ("rnns", "cnns", "vl")
 # fastrnns' --print-json oss groups its results under these keys.
@@ -93,16 +92,40 @@ def ieee_float32() -> Iterator[None]:
 
     On Ampere and later GPUs cuDNN's LSTM uses TF32 by default (torch.backends.cudnn.allow_tf32
     is True) while the hand-written runners' matmuls do not, so a correctness check would
-    compare 10-bit-mantissa against full float32 arithmetic. The legacy switches are used: they
-    set every cuDNN operator at once, and reading them back stays valid. No effect on a CPU.
+    compare 10-bit-mantissa against full float32 arithmetic. The legacy switches are used (they
+    set every cuDNN operator at once); once the newer per-operator fp32_precision API has been
+    used, torch refuses legacy reads, and that API is used instead. No effect on a CPU.
     """
-    saved = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)
+    try:
+        legacy = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)
+    except RuntimeError:
+        legacy = None
+    with (_legacy_tf32_off(legacy) if legacy is not None else _fp32_precision_ieee()):
+        yield
+
+
+@contextlib.contextmanager
+def _legacy_tf32_off(saved: tuple) -> Iterator[None]:
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
     try:
         yield
     finally:
         torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = saved
+
+
+@contextlib.contextmanager
+def _fp32_precision_ieee() -> Iterator[None]:
+    """The newer API's per-operator switches (torch versions that refuse legacy reads have it)."""
+    switches = (torch.backends.cuda.matmul, torch.backends.cudnn.conv, torch.backends.cudnn.rnn)
+    saved = [switch.fp32_precision for switch in switches]
+    for switch in switches:
+        switch.fp32_precision = "ieee"
+    try:
+        yield
+    finally:
+        for switch, value in zip(switches, saved):
+            switch.fp32_precision = value
 
 
 # Each JIT switch: (getter, setter) names in torch._C. Getters let a context restore exactly

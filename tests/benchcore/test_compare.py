@@ -370,3 +370,16 @@ def test_labels_tell_apart_cases_that_differ_in_dtype_and_in_long_inputs():
     long_inputs = [op_result("Custom", samples(1.0), inputs={"data": [1] * 40 + [i]}) for i in range(3)]
     labels = [c.label for c in compare(make_report(long_inputs), make_report(long_inputs)).cases]
     assert len(set(labels)) == 3 and labels[0].endswith("#1")
+
+
+def test_a_key_only_a_newer_suite_records_is_not_an_environment_difference():
+    newer = json.loads(json.dumps(ENV))
+    newer["torch"]["float32_matmul_precision"] = "highest"  # recorded from some version on
+    base, new = make_report([op_result("exp", samples(1.0))]), make_report([op_result("exp", samples(1.0))], env=newer)
+    assert environment_differences(base, new) == []
+    on_gpu = json.loads(json.dumps(ENV))
+    on_gpu["torch"].update(cuda_available=True, gpu={"name": "H200"})
+    off_gpu = json.loads(json.dumps(ENV))
+    off_gpu["torch"]["cuda_available"] = False
+    keys = [d["key"] for d in environment_differences(make_report([], env=on_gpu), make_report([], env=off_gpu))]
+    assert keys == ["torch.cuda_available"]

@@ -30,15 +30,21 @@ def test_metadata_names_the_real_versions_and_machine():
 
 
 def test_tf32_settings_are_recorded_and_ambiguity_is_none_not_a_crash():
-    before = torch.backends.cudnn.rnn.fp32_precision
-    env = environment.collect("rnnbench", frameworks=("torch",))
-    assert env["torch"]["float32_matmul_precision"] == torch.get_float32_matmul_precision()
-    assert env["torch"]["cudnn_allow_tf32"] is torch.backends.cudnn.allow_tf32
+    switches = (torch.backends.cuda.matmul, torch.backends.cudnn.rnn)
+    before = [switch.fp32_precision for switch in switches]
+    env = environment.collect("rnnbench", frameworks=("torch",))["torch"]
+    assert env["float32_matmul_precision"] == torch.get_float32_matmul_precision()
+    assert env["cudnn_allow_tf32"] is torch.backends.cudnn.allow_tf32
+    assert env["fp32_precision"]["cudnn_rnn"] == torch.backends.cudnn.rnn.fp32_precision
     try:
-        torch.backends.cudnn.rnn.fp32_precision = "ieee"  # new API for one operator: legacy read refuses
-        assert environment.collect("rnnbench", frameworks=("torch",))["torch"]["cudnn_allow_tf32"] is None
+        for switch in switches:  # the newer per-operator API: torch then refuses legacy reads
+            switch.fp32_precision = "ieee"
+        env = environment.collect("rnnbench", frameworks=("torch",))["torch"]
+        assert env["cudnn_allow_tf32"] is None  # cuDNN conv and rnn now differ: no single legacy answer
+        assert env["fp32_precision"]["matmul"] == env["fp32_precision"]["cudnn_rnn"] == "ieee"
     finally:
-        torch.backends.cudnn.rnn.fp32_precision = before
+        for switch, value in zip(switches, before):
+            switch.fp32_precision = value
 
 
 def test_frameworks_are_only_imported_when_asked_for():

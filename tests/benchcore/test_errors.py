@@ -23,3 +23,7 @@ def test_an_embedded_traceback_gives_its_raised_line_not_its_header():
 
 def test_the_summary_is_bounded():
     assert len(error_summary(ValueError("x" * 5000), limit=100)) == 100
+
+
+def test_a_message_about_a_file_is_not_mistaken_for_a_traceback_frame():
+    assert error_summary(ValueError('File "a.json" is malformed')) == 'ValueError: File "a.json" is malformed'

@@ -83,6 +83,15 @@ def test_worker_start_up_counts_neither_against_the_timeout_nor_in_wall_time():
     assert all(r.wall_s < 2 for r in results)  # the 2 s import is not in any case's wall time
 
 
+def test_a_worker_stuck_starting_is_bounded_by_the_case_timeout(monkeypatch):
+    import benchcore.isolation as isolation
+
+    monkeypatch.setattr(isolation, "STARTUP_TIMEOUT_FLOOR_S", 0.5)  # the 60 s floor, scaled down
+    results = run_cases([case("a", action="ok")], "tests.benchcore.slow_start_executor:execute", timeout_s=0.1)
+    assert results[0].status == "timeout"
+    assert results[0].error == "worker did not start within 0.5 s; killed"
+
+
 def test_a_worker_that_dies_while_starting_is_a_crashed_case():
     results = run_cases([case("a", action="ok")], "tests.benchcore.no_such_module:execute", timeout_s=5)
     assert results[0].status == "crashed" and results[0].error.endswith("while starting")

@@ -33,6 +33,9 @@ def test_merge_equals_unsharded_case_list(style):
     assert sorted(r.spec.key for r in merged.results) == sorted(r.spec.key for r in all_results())
     assert len(merged.results) == len(NAMES)
     assert merged.settings == {"runs": 5, "warmup": 1, "shard": None}  # as an unsharded run says
+    for k, report in enumerate(shards):
+        report.settings["output_file"] = f"s{k}.json"  # a shard's own path is not the sweep's
+    assert merge(shards).settings["output_file"] is None
     assert [s["shard"] for s in merged.extra["shards"]] == ["1/3", "2/3", "3/3"]
     assert merged.extra["merge"]["missing_shards"] == []
     # a merged report is an ordinary report: it round-trips through JSON

@@ -147,6 +147,12 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, args):
     assert not list(tmp_path.glob("mxnet_operator_benchmarks*"))
 
 
+def test_a_selection_left_empty_by_the_dtype_says_so(tmp_path):
+    proc = opbench("--ops", "dot", "--dtype", "int64", *FAST, cwd=tmp_path, timeout=60)  # dot: float only on CPU
+    _one_line_error(proc)
+    assert "--dtype" in proc.stderr
+
+
 def test_gpu_message_names_the_cuda_package(tmp_path):
     proc = opbench("--ctx", "gpu(0)", "--ops", "round", *FAST, cwd=tmp_path)
     _one_line_error(proc)

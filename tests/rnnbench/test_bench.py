@@ -255,15 +255,17 @@ def test_a_case_holds_only_the_sizes_its_model_uses():
     def specs(seq_length):
         args = argparse.Namespace(seqLength=seq_length, numLayers=1, inputSize=8, hiddenSize=8, miniBatch=2,
                                   cnnBatch=4, device="cpu", fuser="te", executor=None, seed=1, variable_lstms=True,
-                                  group=["cnns", "rnns"], rnns=["jit"], cnns=["resnet18"])
-        return {s.name: s for s in bench.build_specs(args)}
+                                  group=["cnns", "rnns"], rnns=["jit", "vl_py"], cnns=["resnet18"])
+        return {(s.params["group"], s.name): s for s in bench.build_specs(args)}
 
     short, long = specs(5), specs(50)
     sizes = lambda spec: {k: v for k, v in spec.params.items() if k in bench.SIZE_DEFAULTS}  # noqa: E731
-    assert sizes(short["resnet18"]) == {"miniBatch": 4}
-    assert sizes(short["vl_jit"]) == {"numLayers": 1, "inputSize": 8, "hiddenSize": 8, "miniBatch": 2}
-    assert short["resnet18"].key == long["resnet18"].key and short["vl_jit"].key == long["vl_jit"].key
-    assert short["jit"].key != long["jit"].key
+    assert sizes(short["resnet", "resnet18"]) == {"miniBatch": 4}
+    for group in ("vl_lstm", "lstm"):  # a vl_* runner, whichever list named it
+        assert sizes(short[group, "vl_py"]) == {"numLayers": 1, "inputSize": 8, "hiddenSize": 8, "miniBatch": 2}
+    same = [("resnet", "resnet18"), ("vl_lstm", "vl_jit"), ("lstm", "vl_py")]
+    assert all(short[case].key == long[case].key for case in same)
+    assert short["lstm", "jit"].key != long["lstm", "jit"].key
 
 
 def _result(name, group, status="ok", fwd=(1.0, 2.0), bwd=(3.0, 5.0), error=None):

@@ -124,8 +124,8 @@ def test_pytest_benchmark_entry_runs_at_tiny_sizes(tmp_path):
 
 
 def test_shards_merge_back_to_the_unsharded_case_list(tmp_path, capsys):
-    common = ["bench", *TINY, "--group", "rnns", "--rnns", "cudnn", "jit", "py", "--nloops", "2", "--warmup", "0",
-              "--device", "cpu", "--no-isolation"]
+    common = ["bench", *TINY, "--group", "rnns", "--rnns", "py", "cudnn", "jit", "--nloops", "2", "--warmup", "0",
+              "--device", "cpu", "--no-isolation"]  # not registry order: the run's own order must come back
     assert main([*common, "--output-file", str(tmp_path / "all.json")]) == 0
     for k in (1, 2):
         assert main([*common, "--shard", f"{k}/2", "--output-file", str(tmp_path / f"s{k}.json")]) == 0

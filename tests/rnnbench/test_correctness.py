@@ -156,6 +156,28 @@ def test_the_check_runs_in_ieee_float32_and_restores_tf32_after(register):
         torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = before
 
 
+def test_the_check_switches_tf32_off_with_the_newer_api_when_that_is_in_use(register):
+    """Once torch.backends.*.fp32_precision is set, torch refuses the legacy TF32 switches."""
+    switches = (torch.backends.cuda.matmul, torch.backends.cudnn.conv, torch.backends.cudnn.rnn)
+    before = [switch.fp32_precision for switch in switches]
+    seen = []
+
+    def creator(**kw):
+        seen.append([switch.fp32_precision for switch in switches])
+        return factory.nn_lstm_creator(**kw)
+
+    register("watched", creator)
+    torch.backends.cudnn.rnn.fp32_precision = "tf32"
+    torch.backends.cudnn.conv.fp32_precision = "ieee"
+    try:
+        assert correctness.check_runner("watched", **SMALL).passed
+        assert seen == [["ieee", "ieee", "ieee"]]
+        assert torch.backends.cudnn.rnn.fp32_precision == "tf32" and torch.backends.cudnn.conv.fp32_precision == "ieee"
+    finally:
+        for switch, value in zip(switches, before):
+            switch.fp32_precision = value
+
+
 def test_tolerance_is_configurable():
     assert correctness.check_runner("cudnn", atol=0.0, numLayers=1, **SMALL).passed
     strict = correctness.check_runner("jit_layernorm_decom", atol=0.0, numLayers=1, **SMALL)

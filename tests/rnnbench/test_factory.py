@@ -7,7 +7,7 @@ import torch
 
 from benchcore.case import Workload
 from benchcore.errors import UsageError
-from rnnbench import cells, factory, runners
+from rnnbench import bench, cells, factory, runners
 
 TINY = dict(seqLength=4, numLayers=2, inputSize=6, hiddenSize=5, miniBatch=3)
 VARLEN_TINY = dict(TINY, lengths=(2, 6))
@@ -201,8 +201,8 @@ def test_jit_runners_refuse_when_scripting_is_off():
             runners.get_runner("jit_multilayer").creator(**TINY)
 
 
-@pytest.mark.parametrize("fuser", runners.FUSERS)
-@pytest.mark.parametrize("executor", runners.EXECUTORS)
+@pytest.mark.parametrize("fuser", bench.FUSERS)
+@pytest.mark.parametrize("executor", bench.EXECUTORS)
 def test_fuser_and_executor_contexts_restore_every_switch(fuser, executor):
     before = runners.jit_switch_state()
     with pytest.raises(KeyError):
@@ -225,7 +225,7 @@ def test_fuser_settings_take_effect():
 
 def test_jit_runner_runs_under_each_fuser():
     md = _build("jit_multilayer", seed=1, **TINY)
-    for fuser in runners.FUSERS:
+    for fuser in bench.FUSERS:
         with runners.fuser_context(fuser):
             for _ in range(3):  # past the profiling executor's profiling runs
                 out, _ = md.forward(*md.inputs)
@@ -240,10 +240,10 @@ def test_unknown_fuser_or_executor_is_a_usage_error():
 
 
 def test_every_fuser_and_executor_name_has_its_settings():
-    assert tuple(runners._FUSER_SETTINGS) == runners.FUSERS
-    assert tuple(runners._EXECUTOR_SETTINGS) == runners.EXECUTORS
-    for fuser in runners.FUSERS:
-        for executor in runners.EXECUTORS:
+    assert tuple(runners._FUSER_SETTINGS) == bench.FUSERS
+    assert tuple(runners._EXECUTOR_SETTINGS) == bench.EXECUTORS
+    for fuser in bench.FUSERS:
+        for executor in bench.EXECUTORS:
             runners.check_jit_settings(fuser, executor)
 
 
