@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import signal
 import sys
 from pathlib import Path
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
@@ -269,7 +270,12 @@ def run_settings_from(args, warmup: int, runs: int, run_backward: bool = True):
 
 
 def run_main(main: Callable[[List[str]], int], argv: Optional[Sequence[str]], prog: str) -> int:
-    """Run a CLI main: a UsageError is one line on stderr and exit 2, never a traceback."""
+    """Run a CLI main: a UsageError is one line on stderr and exit 2, never a traceback.
+
+    SIGTERM (a CI job's timeout, `kill`) is handled like Ctrl-C: the sweep stops its worker at
+    once and keeps its checkpoint, instead of dying and leaving the worker computing.
+    """
+    previous = _terminate_as_interrupt()
     try:
         return main(list(sys.argv[1:] if argv is None else argv))
     except UsageError as exc:
@@ -278,3 +284,17 @@ def run_main(main: Callable[[List[str]], int], argv: Optional[Sequence[str]], pr
     except KeyboardInterrupt:
         print(f"{prog}: interrupted; finished cases are kept in the checkpoint, rerun with --resume", file=sys.stderr)
         return 130
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _terminate_as_interrupt():
+    """Route SIGTERM to KeyboardInterrupt (main thread only); the previous handler, or None."""
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt
+
+    try:
+        return signal.signal(signal.SIGTERM, interrupt)
+    except ValueError:  # not the main thread: signals cannot be handled here
+        return None

@@ -7,7 +7,9 @@ flags noise as regressions, a test alone flags 0.1% shifts that nobody cares abo
 change that the test cannot confirm is `noisy`, never `slower`: a CI gate must not fail on
 scheduler jitter. A small change is `same` only when the samples are tight enough to say so:
 when the ratio bounds from the two medians' 95% confidence intervals reach past the threshold
-on both sides, the samples could hide a real change either way, and the verdict is `noisy`.
+on both sides, the samples could hide a real change either way, and the verdict is `noisy`
+(below 6 samples a side there is no interval: both IQR/median must then be under the
+threshold). A change no larger than the clock's step (MXNet's profiler: 1 µs) is `noisy` too.
 
 A case timed through a profiler (opbench's native engine) is compared on the profiler's
 per-call samples, the figures its report shows. Reports holding only averages (opperf's own
@@ -138,6 +140,8 @@ class Timing:
     median_ms: Optional[float]
     mean_ms: Optional[float]
     source: str  # "samples", "summary", "profiler", "opperf"
+    #: the clock's step (MXNet's profiler: whole microseconds); a change within it is not seen
+    resolution_ms: float = 0.0
 
     @property
     def has_samples(self) -> bool:
@@ -203,7 +207,7 @@ def _from_profiler(data) -> Optional[Timing]:
     samples = data.get("per_call_ms")
     if isinstance(samples, list) and samples and all(_number(v) is not None for v in samples):
         m = Measurement(samples)
-        return Timing(m.samples_ms, m.median, m.mean, "profiler")
+        return Timing(m.samples_ms, m.median, m.mean, "profiler", _number(data.get("resolution_ms")) or 0.0)
     avg = _number(data.get("Avg_ms"))
     return Timing(None, None, avg, "profiler") if avg is not None else None
 
@@ -513,7 +517,13 @@ def _spans_both_ways(result: MetricComparison, threshold: float) -> bool:
     """The ratio bounds reach past the threshold on both sides: "same" would be a guess."""
     if result.ratio_low is None or result.ratio_high is None:
         return False
-    return _beyond(result.ratio_low, threshold) < 0 and _beyond(result.ratio_high, threshold) > 0
+    below = result.ratio_low <= 0 or _beyond(result.ratio_low, threshold) < 0
+    return below and _beyond(result.ratio_high, threshold) > 0
+
+
+def _tight(base: Measurement, new: Measurement, threshold: float) -> bool:
+    """Without confidence intervals (n < 6), "same" needs both spreads inside the threshold."""
+    return all(m.relative_iqr is not None and m.relative_iqr < threshold for m in (base, new))
 
 
 def _compare_samples(metric: str, base: Timing, new: Timing, threshold: float, alpha: float) -> MetricComparison:
@@ -525,7 +535,7 @@ def _compare_samples(metric: str, base: Timing, new: Timing, threshold: float, a
         return result
     result.ratio = nm.median / bm.median
     bci, nci = bm.median_ci95, nm.median_ci95
-    if bci and nci and bci[0] > 0 and bci[1] > 0:
+    if bci and nci and bci[0] > 0:  # a new-side bound of 0 gives ratio_low 0: unbounded below
         result.ratio_low, result.ratio_high = nci[0] / bci[1], nci[1] / bci[0]
     if bm.n < MIN_SAMPLES or nm.n < MIN_SAMPLES:
         result.reason = f"too few samples ({bm.n} vs {nm.n}; need at least {MIN_SAMPLES} each)"
@@ -534,9 +544,15 @@ def _compare_samples(metric: str, base: Timing, new: Timing, threshold: float, a
     result.p_value, result.test_method = test.p_value, test.method
     direction = _beyond(result.ratio, threshold)
     change = f"{(result.ratio - 1) * 100:+.1f}%"
+    resolution = max(base.resolution_ms, new.resolution_ms)
     if direction == 0 and _spans_both_ways(result, threshold):
         result.reason = (f"change {change}, but the medians' confidence intervals allow anything from "
                          f"{(result.ratio_low - 1) * 100:+.0f}% to {(result.ratio_high - 1) * 100:+.0f}%; samples too spread")
+    elif direction == 0 and result.ratio_low is None and not _tight(bm, nm, threshold):
+        result.reason = (f"change {change}, but with fewer than 6 samples a side there is no confidence interval, "
+                         f"and the IQR/median of the samples is not under ±{threshold * 100:g}%")
+    elif direction != 0 and abs(nm.median - bm.median) <= resolution * (1 + 1e-6):
+        result.reason = f"change {change} is within the clock's {resolution:g} ms step; not measurable"
     elif direction == 0:
         result.verdict = "same"
         result.reason = f"change {change} within ±{threshold * 100:g}%"

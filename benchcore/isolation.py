@@ -123,6 +123,29 @@ def _describe_exit(returncode: Optional[int]) -> str:
     return f"worker exited with status {returncode}"
 
 
+def _die_with_parent() -> None:
+    """In the forked worker, before exec: Linux sends it SIGKILL when the parent dies, so a
+    parent killed outright (SIGKILL, OOM) never leaves a worker computing and skewing whatever
+    runs next on the machine. Elsewhere a no-op."""
+    if _PRCTL is not None:
+        _PRCTL(_PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+def _find_prctl():
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        import ctypes
+
+        return ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+
+
+_PR_SET_PDEATHSIG = 1
+_PRCTL = _find_prctl()  # looked up here: the forked child must not import or load libraries
+
+
 class Worker:
     """One worker subprocess plus the file its stderr goes to."""
 
@@ -135,6 +158,7 @@ class Worker:
             stderr=self.stderr_file,
             env=env,
             start_new_session=True,  # Ctrl-C reaches the parent, which then stops the worker
+            preexec_fn=_die_with_parent,
         )
         self.rss_bytes: Optional[int] = None
         self.ready = False

@@ -83,9 +83,13 @@ def _iteration(workload: Workload, timer, with_backward: bool):
     return forward_ms, backward_ms
 
 
-def _precise_enough(samples: List[float], target: float) -> bool:
-    relative_iqr = Measurement(samples).relative_iqr
-    return relative_iqr is not None and relative_iqr < target
+def _precise_enough(samples: List[float], target: float, resolution_ms: float = 0.0) -> bool:
+    """IQR/median under the target, or an IQR no wider than the clock's step (finer precision
+    cannot be had: a 4 µs call on a 1 µs clock would otherwise never stop before the cap)."""
+    m = Measurement(samples)
+    if resolution_ms and m.iqr <= resolution_ms * (1 + 1e-6):  # float noise: 0.004 - 0.003 > 0.001
+        return True
+    return m.relative_iqr is not None and m.relative_iqr < target
 
 
 def run_workload(
@@ -94,13 +98,14 @@ def run_workload(
     timer,
     clock: Callable[[], float] = time.perf_counter,
     reported: Optional[Callable[[], Tuple[List[float], List[float]]]] = None,
+    resolution_ms: float = 0.0,
 ) -> RunOutcome:
     """Time `workload` with `timer` (see timers.py); `clock` paces adaptive mode only.
 
     `reported`, when given, returns the (forward, backward) samples so far that the suite will
     report instead of the timer's (opbench's native engine reports the profiler's per-call
     times); adaptive mode then judges precision on those, falling back to the timer's samples
-    for a phase the reported source has nothing for.
+    for a phase the reported source has nothing for. `resolution_ms` is that source's clock step.
     """
     with_backward = settings.run_backward and workload.has_backward
     timed_total = 0.0
@@ -125,8 +130,9 @@ def run_workload(
         elapsed = clock() - started
         if len(forward) >= settings.min_runs and elapsed >= settings.min_time_s:
             judged_forward, judged_backward = reported() if reported else (forward, backward)
-            if _precise_enough(judged_forward or forward, settings.target_precision) and (
-                not backward or _precise_enough(judged_backward or backward, settings.target_precision)
+            target = settings.target_precision
+            if _precise_enough(judged_forward or forward, target, resolution_ms) and (
+                not backward or _precise_enough(judged_backward or backward, target, resolution_ms)
             ):
                 break
         if elapsed >= settings.max_time_s:

@@ -39,8 +39,10 @@ class PerfCounterTimer:
 class CudaEventTimer:
     """torch.cuda.Event pairs recorded on the current stream; elapsed_time is in ms.
 
-    Events measure device time between the two records, so host overhead before the first
-    kernel is excluded and no host-side sync is needed inside the region.
+    The stream is idle after the preceding sync, so the start event is stamped at once: the
+    elapsed time is the stream's span from there to the end event, launch latency and host
+    gaps between kernels included (close to wall time for small, launch-bound models, as in
+    fastrnns); no host-side sync is needed inside the region.
     """
 
     name = "cuda_event"

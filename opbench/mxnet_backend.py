@@ -10,11 +10,12 @@ Engines
 - native: the warmup runs untimed by the profiler, then the same loop runs with MXNet's
   profiler on and one aggregate dump per timed call (benchcore.profilers.mxnet), which gives
   the operator's own forward/backward kernel times, and the case's peak storage memory. The
-  loop is still timed with perf_counter, so a native result carries a Measurement too and
-  `compare` works on it.
+  loop is still timed with perf_counter, so a native result carries wall-time Measurements
+  too; the reported figures, adaptive sampling and `compare` use the profiler's per-call times.
 
 Peak memory (native) is the profiler's storage counter: bytes of storage allocated while the
-measured runs execute (outputs, workspace, gradients), above the counter's value when they
+measured runs execute (outputs, head gradients and workspace; not the input gradients, whose
+buffers attach_grad allocates before the profiler starts), above the counter's value when they
 started, so it is that case's own figure and does not accumulate across the cases a worker
 runs. Inputs exist before and are reported separately as `input_bytes`. The profiler stays on
 until every array the runs made is freed, which keeps its counter balanced from one case to
@@ -37,8 +38,8 @@ from typing import Any, Dict, List, Optional
 
 from benchcore.case import CaseSpec, Workload
 from benchcore.errors import SkipCase, UsageError
-from benchcore.profilers.mxnet import (MXNetProfiler, PhaseStats, device_key, peak_bytes, summarize_phase,
-                                       window_total_ms)
+from benchcore.profilers.mxnet import (RESOLUTION_MS, MXNetProfiler, PhaseStats, device_key, peak_bytes,
+                                       summarize_phase, window_total_ms)
 from benchcore.runner import RunSettings, run_workload
 from benchcore.stats import Measurement
 from benchcore.timers import PerfCounterTimer
@@ -202,7 +203,7 @@ def run_native(workload: Workload, settings: RunSettings, op: str, ctx) -> dict:
     profiler.start()
     try:
         baseline = profiler.baseline_bytes(ctx, _sync)
-        outcome = run_workload(marked, measured, timer, reported=timer.reported)
+        outcome = run_workload(marked, measured, timer, reported=timer.reported, resolution_ms=RESOLUTION_MS)
         _sync()  # the runs' last arrays are freed by now: let the counter see it
         timer.other_dumps.append(profiler.dump())
     finally:

@@ -338,6 +338,10 @@ class MXNetProfiler:
         return stats.min_bytes if stats else None
 
 
+#: MXNet's profiler stamps whole microseconds: per-call times move in steps of this.
+RESOLUTION_MS = 0.001
+
+
 def window_total_ms(dump: ProfileDump) -> float:
     """Operator time of one timed call: every work entry in its dump, summed."""
     return sum(stats.total_ms for stats in dump.work().values())
@@ -390,6 +394,7 @@ def summarize_phase(phase: PhaseStats, op: Optional[str]) -> Tuple[Optional[dict
                    "source": "all operators of each call"}
     summary["calls"] = len(phase.dumps)
     summary["per_call_ms"] = phase.window_totals_ms()
+    summary["resolution_ms"] = RESOLUTION_MS
     summary["entries"] = {name: stats.to_dict() for name, stats in sorted(entries.items())}
     return summary, None
 

@@ -383,3 +383,35 @@ def test_a_key_only_a_newer_suite_records_is_not_an_environment_difference():
     off_gpu["torch"]["cuda_available"] = False
     keys = [d["key"] for d in environment_differences(make_report([], env=on_gpu), make_report([], env=off_gpu))]
     assert keys == ["torch.cuda_available"]
+
+
+def _native(name, per_call):
+    result = op_result(name, per_call)
+    result.metrics["profiler"] = {"forward": {"Avg_ms": float(np.mean(per_call)), "per_call_ms": list(per_call),
+                                              "resolution_ms": 0.001}}
+    return result
+
+
+def test_a_zero_lower_bound_on_the_new_side_is_unbounded_not_a_crash():
+    base = make_report([op_result("exp", [0.001] * 10 + [0.002] * 10)])
+    new = make_report([op_result("exp", [0.0] * 6 + [0.001] * 4 + [0.002] * 10)])
+    [case] = compare(base, new).cases
+    assert case.metrics[0].ratio_low == 0 and case.verdict == "noisy"
+
+
+def test_same_needs_tight_samples_when_too_few_for_a_confidence_interval():
+    spread = compare(make_report([op_result("exp", [1, .3, 1, 3, 9])]), make_report([op_result("exp", [1.01, .2, 1, 5, .1])]))
+    assert spread.cases[0].verdict == "noisy" and "fewer than 6 samples" in spread.cases[0].metrics[0].reason
+    tight = compare(make_report([op_result("exp", [1.0, 1.01, 0.99, 1.0, 1.0])]),
+                    make_report([op_result("exp", [1.0, 1.0, 1.01, 0.99, 1.0])]))
+    assert tight.cases[0].verdict == "same"
+
+
+def test_a_change_of_one_profiler_tick_is_not_a_regression():
+    """2 µs → 3 µs is +50% on paper and one step of a microsecond clock."""
+    base = make_report([_native("shape_array", [0.002] * 30)])
+    new = make_report([_native("shape_array", [0.003] * 30)])
+    [case] = compare(base, new).cases
+    assert case.verdict == "noisy" and "0.001 ms step" in case.metrics[0].reason
+    bigger = compare(base, make_report([_native("shape_array", [0.006] * 30)]))
+    assert bigger.cases[0].verdict == "slower"

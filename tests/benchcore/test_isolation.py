@@ -139,6 +139,48 @@ def test_torn_checkpoint_line_is_ignored(tmp_path):
     assert list(Checkpoint(path).load()) == [case("a", action="ok").key]
 
 
+def _children(pid):
+    try:
+        return [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except OSError:
+        return []
+
+
+def _gone(pid, within_s=10.0):
+    """True once `pid` no longer runs (a zombie left for init to reap counts as gone)."""
+    deadline = time.time() + within_s
+    while time.time() < deadline:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            return True
+        if state == "Z":
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def test_a_busy_worker_dies_with_a_parent_killed_outright(tmp_path):
+    """SIGKILL gives the parent no chance to clean up: the worker must not compute on."""
+    script = tmp_path / "parent.py"
+    script.write_text(textwrap.dedent(f"""
+        import sys
+        sys.path.insert(0, {str(ROOT)!r})
+        from benchcore.case import CaseSpec
+        from benchcore.isolation import run_cases
+        run_cases([CaseSpec("test", "h", {{"action": "hang"}})], "tests.benchcore.executors:execute", timeout_s=600)
+    """))
+    parent = subprocess.Popen([sys.executable, str(script)], cwd=ROOT)
+    deadline = time.time() + 60
+    while time.time() < deadline and not _children(parent.pid):
+        time.sleep(0.05)
+    workers = _children(parent.pid)
+    time.sleep(0.5)  # the worker is inside its hanging case now
+    parent.send_signal(signal.SIGKILL)
+    parent.wait()
+    assert workers and all(_gone(pid) for pid in workers)
+
+
 def test_resume_after_kill_9_of_the_parent(tmp_path):
     checkpoint = tmp_path / "sweep.checkpoint.jsonl"
     script = tmp_path / "parent.py"

@@ -112,6 +112,23 @@ def test_adaptive_mode_judges_the_reported_samples_when_the_suite_reports_others
     assert jumpy_kernel_steady_wall.capped
 
 
+def test_adaptive_mode_accepts_an_iqr_no_wider_than_the_clock_step():
+    """4 µs calls on a 1 µs clock: IQR/median 25% forever, yet nothing finer can be measured."""
+    settings = RunSettings(warmup=0, runs=1, target_precision=0.05, min_runs=5, max_time_s=0.1)
+
+    def run(resolution_ms):
+        clock = FakeClock()
+        workload, events = make_workload(clock, [0.010] * 1000)
+        ticks = [0.003, 0.004, 0.005, 0.004] * 250  # median 4 µs, IQR 1 µs
+        per_call = lambda: (ticks[:events.count("forward")], [])  # noqa: E731
+        return run_workload(workload, settings, PerfCounterTimer(lambda: None, clock), clock=clock,
+                            reported=per_call, resolution_ms=resolution_ms)
+
+    assert run(0.0).capped
+    stepped = run(0.001)
+    assert not stepped.capped and stepped.forward.n == 5
+
+
 def test_gc_is_disabled_inside_the_timed_region_only():
     seen = []
     workload = Workload(forward=lambda: seen.append(gc.isenabled()))

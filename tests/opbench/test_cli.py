@@ -215,6 +215,24 @@ def test_resume_after_interruption(tmp_path):
     assert not checkpoint.exists()
 
 
+def test_sigterm_stops_the_worker_and_keeps_the_checkpoint(tmp_path):
+    """A CI job's timeout sends SIGTERM: treated as Ctrl-C, not a death that strands the worker."""
+    label, _key = _first_case("round")
+    process = subprocess.Popen([sys.executable, "-m", "opbench", "--ops", "round", *FAST, "-o", "r.json"], cwd=tmp_path,
+                               env=_env(OPBENCH_TEST_HANG_OP=label), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                               text=True)
+    deadline = time.time() + 60
+    while time.time() < deadline and not _children(process.pid):
+        time.sleep(0.05)
+    workers = _children(process.pid)
+    time.sleep(1.0)  # the worker is in the hanging case
+    process.send_signal(signal.SIGTERM)
+    _, err = process.communicate(timeout=30)
+    assert process.returncode == 130 and "rerun with --resume" in err
+    assert workers and all(not Path(f"/proc/{pid}").exists() for pid in workers)
+    assert (tmp_path / "r.json.checkpoint.jsonl").exists()
+
+
 def test_report_commands_are_dispatched(tmp_path):
     proc = opbench("--ops", "round", *FAST, "--no-isolation", "-o", "a.json", "-f", "json", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
