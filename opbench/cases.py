@@ -166,11 +166,16 @@ def _rule_for(name: str, profile: rules.Profile) -> Optional[List[rules.Variant]
     return fallback(profile, name) if fallback else None
 
 
+#: Case dtypes that cannot hold the index values exactly → the dtype indices get instead:
+#: float16 is exact only up to 2048 (index 10000 would become 9992 or 10008, past the end).
+_INDEX_DTYPES = {"float16": "float32"}
+
+
 def _resolve(value: Any, dtype: str) -> Any:
     """Fill case-level choices into a rule value: tensor dtypes, the DTYPE placeholder."""
     if isinstance(value, dict) and "shape" in value:
         desc = dict(value)
-        desc.setdefault("dtype", dtype)
+        desc.setdefault("dtype", _INDEX_DTYPES.get(dtype, dtype) if desc.get("init") == "indices" else dtype)
         desc["shape"] = [int(d) for d in desc["shape"]]
         return desc
     if isinstance(value, (list, tuple)):

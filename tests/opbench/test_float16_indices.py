@@ -1,0 +1,33 @@
+"""Index inputs stay exact whatever the case dtype: float16 holds integers exactly only to 2048."""
+
+import pytest
+
+mx = pytest.importorskip("mxnet")
+
+from opbench import api, cases  # noqa: E402
+
+
+def _index_tensors(specs):
+    for spec in specs:
+        for arg, desc in spec.params["inputs"].items():
+            if isinstance(desc, dict) and desc.get("init") == "indices":
+                yield spec, arg, desc
+
+
+def test_every_index_tensor_of_a_float16_sweep_is_float32():
+    specs, _ = cases.generate_cases(dtype="float16")
+    found = list(_index_tensors(specs))
+    assert len({spec.params["op"] for spec, _, _ in found}) >= 8  # take, gather_nd, Embedding, ...
+    assert {desc["dtype"] for _, _, desc in found} == {"float32"}
+    assert {spec.params["dtype"] for spec, _, _ in found} == {"float16"}  # the data stays float16
+
+
+def test_float16_cases_index_in_range_and_run():
+    specs, _ = cases.generate_cases(ops=["take", "gather_nd", "scatter_nd"], dtype="float16")
+    for spec, arg, desc in _index_tensors(specs):
+        values = cases.materialize(spec).arrays[arg].asnumpy()
+        highs = desc["high"] if isinstance(desc["high"], list) else [desc["high"]] * len(values)
+        assert all((row < high).all() for row, high in zip(values, highs)), (spec.params["variant"], arg)
+    results = api.run_cases_for(ops=["take", "gather_nd", "scatter_nd", "Embedding"], dtype="float16",
+                                warmup=0, runs=1)
+    assert all("status" not in entry for entries in results.values() for entry in entries), results
