@@ -153,6 +153,33 @@ def _sampling_text(settings: dict) -> str:
             f"(Runs: the runs each case took; `capped`: the target was not reached)")
 
 
+def _not_measured_section(ok: List[CaseResult]) -> List[str]:
+    """Why each `---` of the results table is there: the report's `missing` reasons, one row
+    per reason, with the cases it applies to (a forward-only operator, a profiler blind spot)."""
+    cases_by_reason: Dict[str, List[str]] = {}
+    for result in ok:
+        metrics = result.metrics or {}
+        for key in metrics.get("opperf_keys") or ():
+            if metrics.get(key) is None:
+                reason = (metrics.get("missing") or {}).get(key, "not measured")
+                label = f"{_op(result)} {result.spec.params.get('variant') or ''}".strip()
+                cases_by_reason.setdefault(f"{_column(key)}: {reason}", []).append(label)
+    if not cases_by_reason:
+        return []
+    rows = [[reason.replace("|", "\\|"), ", ".join(dict.fromkeys(labels))]
+            for reason, labels in sorted(cases_by_reason.items())]
+    return ["## Not measured", "", _table(rows, ["Value: reason", "Cases"]), ""]
+
+
+def _column(key: str) -> str:
+    """The results-table column an opperf key fills."""
+    for prefix, column in (("avg_time_forward_", "forward"), ("avg_time_backward_", "backward"),
+                           ("max_storage_mem_alloc_", "memory")):
+        if key.startswith(prefix):
+            return column
+    return key
+
+
 def to_markdown(report: Report) -> str:
     """The whole Markdown report: features, results, failures, skips, uncovered operators."""
     settings = report.settings
@@ -165,8 +192,10 @@ def to_markdown(report: Report) -> str:
     parts = ["# Runtime Features", "", _features(report), "", "# Benchmark Results", ""]
     parts.append(f"Engine: {engine}; dtype {settings.get('dtype', '?')}; ctx {settings.get('ctx', '?')}; "
                  f"{_sampling_text(settings)}. "
-                 f"Medians and IQRs are of the same per-call times as the averages. `{MISSING}`: not measured.")
+                 f"Medians and IQRs are of the same per-call times as the averages. `{MISSING}`: not measured "
+                 f"(why: *Not measured* below).")
     parts += ["", _table(rows, headers) if ok else "(no case was measured)", ""]
+    parts += _not_measured_section(ok)
     failures = [r for r in _sorted(report.results) if r.status in ("failed", "crashed", "timeout")]
     if failures:
         parts += ["## Failures", "",

@@ -1,0 +1,21 @@
+"""The Markdown says why each `---` is there (the JSON's `missing` reasons), not only that it is."""
+
+import pytest
+
+pytest.importorskip("mxnet")
+
+from opbench.views import to_markdown  # noqa: E402
+
+
+def test_every_dash_in_the_results_is_explained(tmp_path):
+    from benchcore.report import Report
+    from opbench.cli import main
+
+    out = tmp_path / "r.json"
+    assert main(["--ops", "argmax_channel,Custom,broadcast_add", "--tiny", "-w", "1", "-r", "3", "--no-isolation",
+                 "-o", str(out)]) == 0
+    text = to_markdown(Report.load(out))
+    section = text.split("## Not measured", 1)[1]
+    assert "backward: not differentiable" in section and "argmax_channel (4,6)" in section
+    assert "forward: the profiler recorded no operator" in section and "Custom (8,1)" in section
+    assert "broadcast_add" not in section  # measured in full: nothing to explain
