@@ -203,6 +203,8 @@ def _backward_cell(info, specs) -> str:
         return f"{sum(planned)} of {len(planned)} cases"
     if info.differentiable is False:
         return "no: not differentiable"
+    if info.zero_gradient:
+        return "no: zero gradient"
     if info.backward_off:
         return "no: off (opperf's list)"
     if not planned:

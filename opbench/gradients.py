@@ -1,4 +1,5 @@
-"""Which operators MXNet can differentiate: the probe behind registry.NOT_DIFFERENTIABLE.
+"""Which operators MXNet can differentiate, and which have a gradient worth timing: the probe
+behind registry.NOT_DIFFERENTIABLE and registry.ZERO_GRADIENT.
 
 opperf's `has_backward` only asks whether an operator named `_backward_<op>` is registered.
 That misses operators whose backward is registered under another name (split's is
@@ -22,10 +23,19 @@ backward from every output with head gradients of ones. The answer is one of:
 
 Any other error is a fault of the rule or of MXNet and is raised, never guessed around.
 
+Differentiable is not the same as worth timing. For some operators MXNet registers a gradient
+that is identically zero (argmax, round, the comparisons, BlockGrad, the sample_* samplers …:
+their FGradient only makes zeros), so their "backward" times nothing but MXNet filling the
+input gradients with zeros. `zero_gradient(op)` finds them: it runs backward on every tiny
+input combination whose backward is not marked off, with random head gradients in [0.5, 1.5)
+(not ones: the gradient of sum(softmax(x)) is zero although softmax's is not), and answers
+True when every input gradient of every combination is exactly zero. Such operators stay
+differentiable, but their backward is not timed (reason ZERO_FILL).
+
 The answers are not computed at every start (importing and probing every operator takes
-seconds): they are stored in registry.NOT_DIFFERENTIABLE, and tests/opbench/test_gradients.py
-runs this probe on the installed MXNet and asserts the stored table equals it. After an MXNet
-upgrade, `python -m opbench.gradients` prints the table to paste.
+seconds): they are stored in registry.NOT_DIFFERENTIABLE and registry.ZERO_GRADIENT, and
+tests/opbench/test_gradients.py runs this probe on the installed MXNet and asserts the stored
+tables equal it. After an MXNet upgrade, `python -m opbench.gradients` prints the tables to paste.
 
 `probe(ops)` runs the probe in child processes, so an operator that crashes MXNet (a segfault
 or a double free, as SequenceLast's backward without sequence lengths does) is reported as
@@ -47,6 +57,9 @@ NO_FGRADIENT = "not differentiable: MXNet registers no gradient for it (no FGrad
 NO_TENSOR_INPUT = "not differentiable: it takes no tensor input (only shapes and parameters)"
 NO_OUTPUT = "not differentiable: it returns no output (writes its inputs in place)"
 IN_PLACE = "not differentiable: it writes its inputs in place, which autograd refuses to record"
+# Differentiable, but not worth timing (registry.ZERO_GRADIENT): the reason a report gives.
+ZERO_FILL = ("zero gradient: MXNet's backward only fills the input gradients with zeros (the "
+             "gradient is identically zero), so there is nothing to time")
 REASONS = (NO_FGRADIENT, NO_TENSOR_INPUT, NO_OUTPUT, IN_PLACE)
 REASON_NAMES = {NO_FGRADIENT: "NO_FGRADIENT", NO_TENSOR_INPUT: "NO_TENSOR_INPUT", NO_OUTPUT: "NO_OUTPUT",
                 IN_PLACE: "IN_PLACE"}
@@ -58,8 +71,9 @@ class ProbeError(RuntimeError):
     """The probe could not tell: an error other than MXNet's own 'not differentiable'."""
 
 
-def _probe_spec(op: str):
-    """The tiny case the probe uses: the first combination whose backward is not marked off."""
+def _backward_specs(op: str) -> List:
+    """The tiny cases the probe uses: every combination whose backward is not marked off, with
+    backward forced on (whatever the registry's stored answers plan for the operator)."""
     from benchcore.case import CaseSpec
 
     from . import cases, rules
@@ -68,10 +82,16 @@ def _probe_spec(op: str):
     if not found:
         raise ProbeError(f"{op}: no input rule, so it cannot be probed")
     specs, _ = cases.generate_cases(ops=[op], tiny=True)
-    for (_, inputs), spec in zip(found, specs):
-        if rules.NO_BACKWARD not in inputs:
-            return CaseSpec(spec.suite, spec.name, {**spec.params, "run_backward": True})
-    raise ProbeError(f"{op}: every input combination marks its backward off ({rules.NO_BACKWARD})")
+    chosen = [CaseSpec(spec.suite, spec.name, {**spec.params, "run_backward": True})
+              for (_, inputs), spec in zip(found, specs) if rules.NO_BACKWARD not in inputs]
+    if not chosen:
+        raise ProbeError(f"{op}: every input combination marks its backward off ({rules.NO_BACKWARD})")
+    return chosen
+
+
+def _probe_spec(op: str):
+    """The tiny case probe_one uses: the first combination whose backward is not marked off."""
+    return _backward_specs(op)[0]
 
 
 def _ndarrays(result) -> List:
@@ -123,10 +143,50 @@ def probe_one(op: str) -> Tuple[bool, Optional[str]]:
     return True, None
 
 
-def probe(ops: Iterable[str], python: Optional[str] = None, timeout_s: float = 600.0) -> Dict[str, dict]:
-    """Probe `ops` in child processes: {op: {"differentiable": bool|None, "reason": str|None}}.
+def _head_gradients(heads: List) -> List:
+    """Random head gradients in [0.5, 1.5) for dense floating-point outputs (seeded), ones for
+    the others (integer outputs such as shape_array's, sparse ones)."""
+    import mxnet as mx
+    import numpy as np
 
-    An operator that kills its child (signal or abort) gets differentiable None and a reason
+    rng = np.random.default_rng(0)
+    grads = []
+    for head in heads:
+        if head.stype == "default" and np.issubdtype(np.dtype(head.dtype), np.floating):
+            grads.append(mx.nd.array(rng.uniform(0.5, 1.5, head.shape), ctx=head.context, dtype=head.dtype))
+        else:
+            grads.append(mx.nd.ones_like(head))
+    return grads
+
+
+def zero_gradient(op: str) -> bool:
+    """True when the gradient of the differentiable `op` is identically zero: in every tiny
+    input combination whose backward is not marked off, backward from random head gradients
+    leaves every input gradient exactly zero. One nonzero (or non-finite) element anywhere
+    answers False. Runs in this process, like probe_one.
+    """
+    import mxnet as mx
+    import numpy as np
+
+    from .cases import materialize
+
+    for spec in _backward_specs(op):
+        m = materialize(spec)
+        with mx.autograd.record():
+            heads = _ndarrays(m.call())
+        mx.autograd.backward(heads, _head_gradients(heads))
+        mx.nd.waitall()
+        if any(a.grad is not None and np.any(a.grad.asnumpy() != 0) for a in m.grad_arrays):
+            return False
+    return True
+
+
+def probe(ops: Iterable[str], python: Optional[str] = None, timeout_s: float = 600.0) -> Dict[str, dict]:
+    """Probe `ops` in child processes:
+    {op: {"differentiable": bool|None, "reason": str|None, "zero_gradient": bool|None}}.
+
+    zero_gradient is zero_gradient(op) for a differentiable operator, None otherwise. An
+    operator that kills its child (signal or abort) gets differentiable None and a reason
     naming the crash; probing goes on in a fresh child with the operators after it.
     """
     remaining = list(dict.fromkeys(ops))
@@ -138,12 +198,13 @@ def probe(ops: Iterable[str], python: Optional[str] = None, timeout_s: float = 6
         for line in proc.stdout.splitlines():
             if line.startswith("{"):
                 item = json.loads(line)
-                results[item["op"]] = {"differentiable": item["differentiable"], "reason": item["reason"]}
+                results[item["op"]] = {"differentiable": item["differentiable"], "reason": item["reason"],
+                                       "zero_gradient": item.get("zero_gradient")}
         remaining = [op for op in remaining if op not in results]
         if remaining:
             crashed = remaining.pop(0)
             tail = " | ".join(proc.stderr.strip().splitlines()[-3:])
-            results[crashed] = {"differentiable": None,
+            results[crashed] = {"differentiable": None, "zero_gradient": None,
                                 "reason": f"the probe's process died (exit {proc.returncode}): {tail}"}
     return results
 
@@ -153,9 +214,11 @@ def _child(ops: List[str]) -> int:
     for op in ops:
         try:
             ok, reason = probe_one(op)
-            item = {"op": op, "differentiable": ok, "reason": reason}
+            item = {"op": op, "differentiable": ok, "reason": reason,
+                    "zero_gradient": zero_gradient(op) if ok else None}
         except Exception as exc:  # reported, not raised: the other operators still get probed
-            item = {"op": op, "differentiable": None, "reason": f"probe error: {error_summary(exc)}"}
+            item = {"op": op, "differentiable": None, "reason": f"probe error: {error_summary(exc)}",
+                    "zero_gradient": None}
         print(json.dumps(item), flush=True)
     sys.stdout.flush()
     os._exit(0)  # skip MXNet's teardown: an earlier operator's damage must not look like a crash
@@ -174,11 +237,16 @@ def main(argv: Optional[List[str]] = None) -> int:
         if item["differentiable"] is False:
             print(f"    {op!r}: {REASON_NAMES[item['reason']]},")
     print("}")
+    zero = sorted(op for op, item in results.items() if item["zero_gradient"])
+    print("ZERO_GRADIENT: Dict[str, str] = {op: ZERO_FILL for op in (")
+    print("\n".join(f"    {op!r}," for op in zero))
+    print(")}")
     unknown = {op: item["reason"] for op, item in results.items() if item["differentiable"] is None}
     for op, reason in sorted(unknown.items()):
         print(f"# {op}: {reason}", file=sys.stderr)
     differentiable = sum(1 for item in results.values() if item["differentiable"])
-    print(f"# {differentiable} of {len(results)} differentiable", file=sys.stderr)
+    print(f"# {differentiable} of {len(results)} differentiable, {differentiable - len(zero)} with a "
+          f"nonzero gradient", file=sys.stderr)
     return 1 if unknown else 0
 
 

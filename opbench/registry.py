@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Dict, List, Optional, Tuple
 
-from .gradients import IN_PLACE, NO_FGRADIENT, NO_OUTPUT, NO_TENSOR_INPUT
+from .gradients import IN_PLACE, NO_FGRADIENT, NO_OUTPUT, NO_TENSOR_INPUT, ZERO_FILL
 
 # Deprecated aliases opperf leaves out, each mapped to the operator it duplicates, so the
 # reason shown to users names what to benchmark instead.
@@ -55,7 +55,8 @@ BACKWARD_OFF: Dict[str, str] = {
 # + backward on tiny inputs, on the real MXNet), not a guess: tests/opbench/test_gradients.py
 # re-runs the probe and asserts this table equals it, so it cannot drift from the installed
 # MXNet. `python -m opbench.gradients` prints it afresh. On mxnet 1.9.1: 42 of the 256 selected
-# operators; 214 are differentiable, against opperf's 130 with a `_backward_<name>` operator.
+# operators; 214 are differentiable, against opperf's 130 with a `_backward_<name>` operator
+# (36 of the 214 have an identically zero gradient: ZERO_GRADIENT below).
 NOT_DIFFERENTIABLE: Dict[str, str] = {
     **{op: NO_FGRADIENT for op in (
         "adam_update", "all_finite", "argmax_channel", "fill_element_0index", "ftml_update",
@@ -75,6 +76,23 @@ NOT_DIFFERENTIABLE: Dict[str, str] = {
     "reset_arrays": NO_OUTPUT,
 }
 
+# Selected operators MXNet can differentiate whose gradient is identically zero: MXNet's
+# backward only fills the input gradients with zeros (their FGradient makes zeros), so a timed
+# "backward" would time that fill, not a gradient. They stay differentiable, but run forward
+# only, with this reason. Another stored probe answer (opbench.gradients.zero_gradient: backward
+# from random head gradients on every tiny input combination; every input gradient is exactly
+# zero): tests/opbench/test_gradients.py asserts this table equals the probe both ways, so every
+# timed operator has a nonzero gradient somewhere. On mxnet 1.9.1: 36 of the 214 differentiable
+# operators, leaving 171 timed; opperf times the backward of one of them (sign).
+ZERO_GRADIENT: Dict[str, str] = {op: ZERO_FILL for op in (
+    "BlockGrad", "argmax", "argmin", "argsort", "broadcast_equal", "broadcast_greater",
+    "broadcast_greater_equal", "broadcast_lesser", "broadcast_lesser_equal", "broadcast_logical_and",
+    "broadcast_logical_or", "broadcast_logical_xor", "broadcast_not_equal", "ceil", "fix", "floor",
+    "logical_not", "one_hot", "ones_like", "ravel_multi_index", "rint", "round", "sample_exponential",
+    "sample_gamma", "sample_generalized_negative_binomial", "sample_negative_binomial", "sample_normal",
+    "sample_poisson", "sample_uniform", "shape_array", "sign", "size_array", "stop_gradient", "trunc",
+    "unravel_index", "zeros_like")}
+
 
 @dataclass(frozen=True)
 class OperatorInfo:
@@ -85,8 +103,10 @@ class OperatorInfo:
     take the operator's gradient at all (NOT_DIFFERENTIABLE, checked against the real MXNet):
     a superset, which also holds operators whose backward is registered under another name
     (split: `_backward_SliceChannel`) or made of other operators (batch_dot, exp). It is None
-    for operators outside the selection, which are not probed. `backward_off` says why a
-    differentiable operator's backward is nevertheless not timed.
+    for operators outside the selection, which are not probed. A differentiable operator's
+    backward is nevertheless not timed when `zero_gradient` (ZERO_GRADIENT: its gradient is
+    identically zero, nothing to time) or `backward_off` (BACKWARD_OFF: opperf's choice, or a
+    crash) says why.
     """
 
     name: str
@@ -99,12 +119,13 @@ class OperatorInfo:
     backward_off: Optional[str] = None
     differentiable: Optional[bool] = None
     not_differentiable: Optional[str] = None
+    zero_gradient: Optional[str] = None
 
     @property
     def runs_backward(self) -> bool:
         """Whether a backward pass is timed for this operator (unprobed ones: opperf's rule)."""
         able = self.has_backward if self.differentiable is None else self.differentiable
-        return able and self.backward_off is None
+        return able and self.zero_gradient is None and self.backward_off is None
 
     @property
     def no_backward_reason(self) -> Optional[str]:
@@ -113,7 +134,7 @@ class OperatorInfo:
             return self.not_differentiable
         if self.differentiable is None and not self.has_backward:
             return f"no _backward_{self.name} registered (operator outside the probed selection)"
-        return self.backward_off
+        return self.zero_gradient or self.backward_off
 
     def arg_type(self, arg: str) -> Optional[str]:
         try:
@@ -174,6 +195,7 @@ def _scan() -> Tuple[OperatorInfo, ...]:
                 backward_off=BACKWARD_OFF.get(name),
                 differentiable=(name not in NOT_DIFFERENTIABLE) if reason is None else None,
                 not_differentiable=NOT_DIFFERENTIABLE.get(name),
+                zero_gradient=ZERO_GRADIENT.get(name) if reason is None else None,
             )
         )
     return tuple(infos)

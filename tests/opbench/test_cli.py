@@ -109,7 +109,8 @@ def test_list(tmp_path):
     assert " ".join(rows["sgd_update"][2:5]) == "no: not differentiable"
     assert " ".join(rows["Embedding"][2:6]) == "no: off (opperf's list)"
     assert rows["LeakyReLU"][2:6] == ["5", "of", "6", "cases"]  # rrelu's backward crashes
-    assert "has_backward (opperf: a _backward_<name> operator) 130, differentiable 214, backward timed 207" \
+    assert " ".join(rows["round"][2:5]) == "no: zero gradient"  # differentiable, gradient all zeros
+    assert "has_backward (opperf: a _backward_<name> operator) 130, differentiable 214, backward timed 171" \
         in proc.stderr
     proc = opbench("--list", "--all", cwd=tmp_path)
     assert proc.returncode == 0

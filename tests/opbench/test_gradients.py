@@ -1,10 +1,11 @@
-"""The stored differentiability table equals what the real MXNet says (opbench.gradients)."""
+"""The stored differentiability and zero-gradient tables equal what the real MXNet says
+(opbench.gradients), and a zero-gradient operator runs forward only, saying why."""
 
 import pytest
 
 pytest.importorskip("mxnet")
 
-from opbench import gradients, registry  # noqa: E402
+from opbench import api, cases, cli, gradients, registry  # noqa: E402
 from opbench.mxnet_backend import CRASH_HOOK_ENV  # noqa: E402
 
 
@@ -19,6 +20,12 @@ def test_stored_table_equals_the_probe_on_the_installed_mxnet():
         "registry.NOT_DIFFERENTIABLE no longer matches MXNet; `python -m opbench.gradients` prints "
         "the table to paste")
     assert set(probed) == set(registry.selected_names())
+    # both ways: every operator in ZERO_GRADIENT has an all-zero gradient in every variant, and
+    # every other differentiable operator (so every timed one) has a nonzero gradient somewhere
+    zero = {op for op, item in probed.items() if item["zero_gradient"]}
+    assert zero == set(registry.ZERO_GRADIENT), (
+        "registry.ZERO_GRADIENT no longer matches MXNet; `python -m opbench.gradients` prints the table")
+    assert all((item["zero_gradient"] is None) == (item["differentiable"] is False) for item in probed.values())
 
 
 def test_probe_answers_and_reasons():
@@ -29,9 +36,49 @@ def test_probe_answers_and_reasons():
     assert set(registry.NOT_DIFFERENTIABLE.values()) == set(gradients.REASONS)
 
 
+def test_zero_gradient_answers():
+    for op in ("round", "sign", "argmax", "broadcast_equal", "BlockGrad", "sample_normal"):
+        assert gradients.zero_gradient(op), op
+    for op in ("exp", "abs", "broadcast_add", "random_pdf_normal", "SequenceLast"):
+        assert not gradients.zero_gradient(op), op
+    # random head gradients, not ones: with ones, d(sum(softmax(x)))/dx is zero, softmax's is not
+    assert not gradients.zero_gradient("softmax")
+
+
+def test_zero_gradient_operators_run_forward_only_with_the_reason():
+    assert set(registry.ZERO_GRADIENT.values()) == {gradients.ZERO_FILL}
+    assert set(registry.ZERO_GRADIENT) <= set(registry.selected_names())
+    assert not set(registry.ZERO_GRADIENT) & (set(registry.NOT_DIFFERENTIABLE) | set(registry.BACKWARD_OFF))
+    selected = [registry.get(op) for op in registry.selected_names()]
+    # differentiable (MXNet can run backward) stays apart from timed (worth timing)
+    assert sum(bool(i.differentiable) for i in selected) == 214
+    assert len(registry.ZERO_GRADIENT) == 36
+    assert sum(i.runs_backward for i in selected) == 214 - 36 - len(registry.BACKWARD_OFF) == 171
+    specs, skipped = cases.generate_cases(ops=sorted(registry.ZERO_GRADIENT), tiny=True)
+    assert not skipped and {s.name for s in specs} == set(registry.ZERO_GRADIENT)
+    for op in registry.ZERO_GRADIENT:
+        info = registry.get(op)
+        assert info.differentiable and info.zero_gradient == gradients.ZERO_FILL, op
+        assert not info.runs_backward and info.no_backward_reason == gradients.ZERO_FILL, op
+        own = [s for s in specs if s.name == op]
+        assert all(not s.params["run_backward"] for s in own), op
+        assert all(s.params["no_backward_reason"] == gradients.ZERO_FILL for s in own), op
+        assert cli._backward_cell(info, own) == "no: zero gradient", op
+    assert registry.get("exp").zero_gradient is None and registry.get("exp").runs_backward
+    assert registry.get("_plus_scalar").zero_gradient is None  # outside the selection: not probed
+
+
+def test_zero_gradient_reason_reaches_the_report():
+    (item,) = api.run_performance_test("round", inputs=[{"data": (4, 4)}], warmup=1, runs=2)
+    (entry,) = item["round"]
+    assert entry["avg_time_forward_round"] is not None
+    assert entry["avg_time_backward_round"] is None
+    assert entry["missing"] == {"avg_time_backward_round": gradients.ZERO_FILL}
+
+
 def test_a_crashing_operator_is_reported_and_the_probe_goes_on(monkeypatch):
     monkeypatch.setenv(CRASH_HOOK_ENV, "exp")
     probed = gradients.probe(["abs", "exp", "relu"])
-    assert probed["abs"] == probed["relu"] == {"differentiable": True, "reason": None}
-    assert probed["exp"]["differentiable"] is None
+    assert probed["abs"] == probed["relu"] == {"differentiable": True, "reason": None, "zero_gradient": False}
+    assert probed["exp"]["differentiable"] is None and probed["exp"]["zero_gradient"] is None
     assert "died" in probed["exp"]["reason"]

@@ -116,10 +116,11 @@ def test_cli_integer_sweep_measures_every_case(tmp_path):
                           env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     report = Report.load(tmp_path / "r.json")
-    assert len(report.results) == 60 and all(r.ok for r in report.results)
+    assert len(report.results) == 100 and all(r.ok for r in report.results)
     for result in report.results:
         op = result.spec.params["op"]
         assert result.metrics[f"avg_time_forward_{op}"] > 0
-        assert result.metrics["missing"][f"avg_time_backward_{op}"].startswith("integer dtype int32")
+        reason = result.metrics["missing"][f"avg_time_backward_{op}"]  # the operator's own reason first
+        assert reason.startswith("integer dtype int32") or reason.startswith("zero gradient"), reason
     assert {item["op"] for item in report.extra["no_benchmark"]} == {"dot", "batch_dot", "khatri_rao"}
     assert "batch_dot: not run at integer dtype int32" in proc.stderr

@@ -92,9 +92,13 @@ def test_differentiable_is_a_superset_of_has_backward():
     assert sum(bool(i.differentiable) for i in selected) == 214
     assert all(i.differentiable for i in selected if i.has_backward)
     assert set(registry.NOT_DIFFERENTIABLE) <= {i.name for i in selected}
-    for name in ALIASED_BACKWARD | {"batch_dot", "exp", "sqrt", "dot", "sample_normal", "random_pdf_normal"}:
+    for name in ALIASED_BACKWARD | {"batch_dot", "exp", "sqrt", "dot", "random_pdf_normal"}:
         info = registry.get(name)
         assert info.differentiable and info.runs_backward and info.no_backward_reason is None, name
+    for name in ("sample_normal", "round", "argmax"):  # differentiable, but the gradient is all zeros
+        info = registry.get(name)
+        assert info.differentiable and not info.runs_backward, name
+        assert info.no_backward_reason == info.zero_gradient == registry.ZERO_GRADIENT[name], name
     for name in ALIASED_BACKWARD:
         assert not registry.get(name).has_backward, name
     for name in ("random_normal", "sgd_update", "multi_sgd_update", "reset_arrays", "shuffle", "khatri_rao"):
