@@ -101,6 +101,11 @@ def _compare(suite: str, args) -> int:
     result = compare(base, new, threshold=args.threshold, alpha=args.alpha,
                      allow_env_mismatch=args.allow_env_mismatch)
     result.base_source, result.new_source = args.base, args.new
+    if args.fail_above is not None:
+        if not result.cases:  # a gate that compared nothing must not pass
+            raise UsageError("no case was measured in both reports, so --fail-above has nothing to gate; "
+                             "compare reports of the same cases (same selection, dtype and sizes)")
+        result.gate = result.gate_verdict(args.fail_above)
     if result.env_differences:
         keys = ", ".join(d["key"] for d in result.env_differences)
         print(f"{suite}: note: environments differ ({keys}); compared because of --allow-env-mismatch", file=sys.stderr)
@@ -122,17 +127,22 @@ def _compare(suite: str, args) -> int:
         text = result.to_markdown(chart_links_markdown(charts, where))
     _emit(text, args.output, args.overwrite)
 
-    if args.fail_above is not None:
-        if not result.cases:  # a gate that compared nothing must not pass
-            raise UsageError("no case was measured in both reports, so --fail-above has nothing to gate; "
-                             "compare reports of the same cases (same selection, dtype and sizes)")
-        worse = result.regressions(args.fail_above)
-        if worse:
-            listed = ", ".join(f"{c.label} ({(c.worst_slowdown - 1) * 100:+.1f}%)" for c in worse[:5])
-            more = f" and {len(worse) - 5} more" if len(worse) > 5 else ""
-            print(f"{suite}: {len(worse)} case(s) slower by more than {args.fail_above:g}%: {listed}{more}", file=sys.stderr)
-            return 1
-    return 0
+    return _report_gate(suite, result.gate) if result.gate is not None else 0
+
+
+def _report_gate(suite: str, gate: dict) -> int:
+    """The gate's stderr lines and exit status: 1 when a case got slower or broke."""
+    if gate["only_in_base"]:
+        print(f"{suite}: note: {gate['only_in_base']} case(s) of the base are not in the new report", file=sys.stderr)
+    for key, what, text in (("slower", f"slower by more than {gate['fail_above_pct']:g}%",
+                             lambda x: f"{x['label']} ({x['slowdown_pct']:+.1f}%)"),
+                            ("broken", "measured in the base but not in the new report",
+                             lambda x: f"{x['label']} ({x['new_status']})")):
+        items = gate[key]
+        if items:
+            listed = ", ".join(text(x) for x in items[:5]) + (f" and {len(items) - 5} more" if len(items) > 5 else "")
+            print(f"{suite}: {len(items)} case(s) {what}: {listed}", file=sys.stderr)
+    return 0 if gate["passed"] else 1
 
 
 def _plot(suite: str, args) -> int:

@@ -341,6 +341,8 @@ class Comparison:
     env_mismatch_allowed: bool = False
     base_source: Optional[str] = None
     new_source: Optional[str] = None
+    #: the CI gate's verdict when one was asked for (see gate_verdict)
+    gate: Optional[dict] = None
 
     @property
     def summary(self) -> List[CategorySummary]:
@@ -361,6 +363,20 @@ class Comparison:
         limit = 1.0 + fail_above_pct / 100.0
         return [c for c in self.cases if c.worst_slowdown is not None and c.worst_slowdown > limit]
 
+    @property
+    def broken(self) -> List[dict]:
+        """Cases measured in base that failed, crashed, timed out or were skipped in new: a CI
+        gate must fail on these too, or a crashing kernel would pass it."""
+        return [u for u in self.unmeasured if u.get("base_status") == "ok" and u.get("new_status") != "ok"]
+
+    def gate_verdict(self, fail_above_pct: float) -> dict:
+        """The --fail-above verdict, as recorded (field `gate`) in the JSON and Markdown views."""
+        slower = self.regressions(fail_above_pct)
+        return {"fail_above_pct": fail_above_pct, "passed": not slower and not self.broken,
+                "slower": [{"label": c.label, "slowdown_pct": (c.worst_slowdown - 1) * 100} for c in slower],
+                "broken": [{"label": u["label"], "new_status": u["new_status"]} for u in self.broken],
+                "only_in_base": len(self.only_in_base)}
+
     def to_dict(self) -> dict:
         data = {
             "schema": "benchcore-comparison",
@@ -376,6 +392,7 @@ class Comparison:
             "only_in_base": self.only_in_base,
             "only_in_new": self.only_in_new,
             "unmeasured": self.unmeasured,
+            "gate": self.gate,
         }
         return data
 
@@ -411,8 +428,8 @@ def compare(
     """Compare `new` against `base`, case by case (matched by CaseSpec.key)."""
     if base.suite != new.suite:
         raise UsageError(f"cannot compare a {base.suite} report with a {new.suite} report; pass two reports of the same suite")
-    if not threshold > 0:
-        raise UsageError(f"threshold must be > 0 (e.g. 0.05 for 5%), got {threshold}")
+    if not 0 < threshold < 1:
+        raise UsageError(f"threshold is a fraction between 0 and 1 (e.g. 0.05 for 5%), got {threshold}")
     if not 0 < alpha < 1:
         raise UsageError(f"alpha must be between 0 and 1 (e.g. 0.05), got {alpha}")
     differences = environment_differences(base, new)
@@ -644,8 +661,14 @@ def format_markdown(comparison: Comparison, chart_links: str = "") -> str:
     out += [
         f"- effect threshold: {c.threshold * 100:g}%; significance: Mann–Whitney U, alpha {c.alpha:g}",
         "- ratio = new / base (median with raw samples, average without); < 1 is faster",
-        "",
     ]
+    if c.gate is not None:
+        g = c.gate
+        failing = [f"{x['label']} ({x['slowdown_pct']:+.1f}%)" for x in g["slower"]] + \
+                  [f"{x['label']} ({x['new_status']})" for x in g["broken"]]
+        out += [f"- gate (--fail-above {g['fail_above_pct']:g}%): " + ("**passed**" if g["passed"] else
+                f"**failed** — {', '.join(failing)}")]
+    out += [""]
     if c.env_differences:
         out += ["## Environment differences", ""]
         if c.env_mismatch_allowed:
@@ -664,9 +687,10 @@ def format_markdown(comparison: Comparison, chart_links: str = "") -> str:
     rows = []
     for case in sorted(c.cases, key=lambda k: -(k.ratio or 0)):
         for m in case.metrics:
+            why = m.reason if m.verdict == "noisy" else ""  # the one verdict that needs its reason
             rows.append([case.label, case.category, m.metric, _fmt(m.base_ms), _fmt(m.new_ms), _fmt(m.ratio, ".3f"),
-                         _change(m.ratio), _fmt(m.p_value, ".3g"), m.verdict, m.basis])
-    headers = ["Case", "Category", "Metric", "Base (ms)", "New (ms)", "Ratio", "Change", "p", "Verdict", "Basis"]
+                         _change(m.ratio), _fmt(m.p_value, ".3g"), m.verdict, m.basis, why.replace("|", "\\|")])
+    headers = ["Case", "Category", "Metric", "Base (ms)", "New (ms)", "Ratio", "Change", "p", "Verdict", "Basis", "Why noisy"]
     out += [tabulate(rows, headers, tablefmt="github", disable_numparse=True) if rows else "No case measured in both reports.", ""]
     for title, items in (("Only in base", c.only_in_base), ("Only in new", c.only_in_new)):
         if items:

@@ -65,6 +65,24 @@ def test_a_gate_that_compared_nothing_fails(tmp_path, capsys):
     one_error_line(capsys, "no case was measured in both reports")
 
 
+def test_a_case_that_crashed_in_the_new_run_fails_the_gate(tmp_path, capsys):
+    base = make_report([op_result("exp", samples(1.0, seed=1)), op_result("log", samples(2.0, seed=2))])
+    new = make_report([op_result("exp", samples(1.0, seed=3)), op_result("log", None, status="crashed")])
+    paths = write(base, tmp_path / "base.json"), write(new, tmp_path / "new.json")
+    assert main("opbench", ["compare", *paths, "--fail-above", "10", "-f", "json", "-o", str(tmp_path / "g.json")]) == 1
+    err = capsys.readouterr().err
+    assert "1 case(s) measured in the base but not in the new report: log (crashed)" in err
+    gate = json.loads((tmp_path / "g.json").read_text())["gate"]
+    assert gate["passed"] is False and gate["broken"] == [{"label": "log", "new_status": "crashed"}]
+
+
+def test_the_gate_verdict_is_in_the_markdown(pair, capsys):
+    assert main("opbench", ["compare", *pair, "--fail-above", "10"]) == 1
+    assert "- gate (--fail-above 10%): **failed** — exp (+" in capsys.readouterr().out
+    assert main("opbench", ["compare", pair[0], pair[0], "--fail-above", "10"]) == 0
+    assert "- gate (--fail-above 10%): **passed**" in capsys.readouterr().out
+
+
 def test_compare_json_to_file_and_overwrite(pair, tmp_path, capsys):
     out = tmp_path / "cmp.json"
     assert main("opbench", ["compare", *pair, "-f", "json", "-o", str(out)]) == 0
@@ -110,6 +128,7 @@ def test_bad_inputs_are_one_line_exit_2(pair, tmp_path, capsys):
         (["compare", *pair, "--fail-above", "nan"], "--fail-above: nan must be a finite number >= 0"),
         (["compare", *pair, "--fail-above", "inf"], "--fail-above"),
         (["compare", *pair, "--threshold", "0"], "threshold"),
+        (["compare", *pair, "--threshold", "5"], "threshold is a fraction between 0 and 1 (e.g. 0.05 for 5%)"),
         (["frobnicate"], "invalid choice"),
     ]
     for argv, words in cases:
