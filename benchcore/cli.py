@@ -129,14 +129,14 @@ def check_output_paths(paths: Dict[str, Path], overwrite: bool) -> None:
         check_writable(path, overwrite)
 
 
-def add_output_arguments(parser, default_stem: Optional[str], format_flags=("-f", "--output-format"),
-                         file_flags=("-o", "--output-file")) -> None:
+def add_output_arguments(parser, default_stem: Optional[str]) -> None:
     """-f/--output-format json|md|json,md, -o/--output-file PATH and --plot DIR."""
     where = f"default ./{default_stem}.<json|md>" if default_stem else "default: stdout"
-    parser.add_argument(*format_flags, dest="output_format", default=None, metavar="json|md|json,md",
+    parser.add_argument("-f", "--output-format", dest="output_format", default=None, metavar="json|md|json,md",
                         help="report format; json,md writes both from one stem (default: from the output file's "
                              "suffix, else json)")
-    parser.add_argument(*file_flags, dest="output_file", default=None, metavar="PATH", help=f"report path ({where})")
+    parser.add_argument("-o", "--output-file", dest="output_file", default=None, metavar="PATH",
+                        help=f"report path ({where})")
     parser.add_argument("--plot", default=None, metavar="DIR",
                         help="also draw PNG charts into DIR (needs the plot extra); the Markdown report links them")
 

@@ -144,13 +144,22 @@ def case_params(sizes: Dict[str, int], device: str, fuser: str, executor: Option
     return params
 
 
+def default_group(args) -> tuple:
+    """--group when not given: what --rnns/--cnns name alone (`--rnns cudnn jit` should not also
+    run four ResNets for minutes), else fastrnns' default, both."""
+    rnns, cnns = getattr(args, "rnns", None) is not None, getattr(args, "cnns", None) is not None
+    if rnns != cnns:
+        return ("rnns",) if rnns else ("cnns",)
+    return ("cnns", "rnns")
+
+
 def selected_groups(args) -> List[tuple]:
     """(group, runner names) in fastrnns' order: variable-length LSTMs, LSTMs, ResNets."""
     lists = default_lists()
     groups = []
     if getattr(args, "variable_lstms", False):
         groups.append((GROUP_VL_LSTM, list(lists[GROUP_VL_LSTM])))
-    wanted = set(args.group or ())
+    wanted = set(args.group if args.group is not None else default_group(args))
     if "rnns" in wanted:
         groups.append((GROUP_LSTM, list(args.rnns or lists[GROUP_LSTM])))
     if "cnns" in wanted:

@@ -87,10 +87,10 @@ def _bench_parser(sub) -> None:
                    help="LSTM runners, custom and vl_* ones included (default: the fastrnns LSTM group; "
                         "--variable-lstms adds the vl_* group)")
     p.add_argument("--cnns", nargs="*", default=None, help="CNN runners (default: resnet18 resnet18_jit resnet50 resnet50_jit)")
-    p.add_argument("--group", nargs="*", default=["cnns", "rnns"], choices=("cnns", "rnns"),
-                   help="groups to run (default: cnns rnns)")
+    p.add_argument("--group", nargs="*", default=None, choices=("cnns", "rnns"),
+                   help="groups to run (default: the group --rnns or --cnns names when only one is given, else cnns rnns)")
     # Without --output-file a report goes to stdout, and only when --output-format asks for it.
-    core_cli.add_output_arguments(p, default_stem=None, format_flags=("--output-format",))
+    core_cli.add_output_arguments(p, default_stem=None)
     core_cli.add_shard_argument(p)
     core_cli.add_run_arguments(p)
     # ResNet-50 at fastrnns' sizes takes seconds per iteration on a CPU: 110 of them pass
@@ -377,6 +377,14 @@ def _run_profiler(args, specs, runners: List[str], sizes: dict) -> int:
 # Entry points
 
 
+def _split_runner_lists(args) -> None:
+    """`--rnns cudnn,jit` as `--rnns cudnn jit` (opbench's lists are comma-separated)."""
+    for name in ("rnns", "cnns"):
+        names = getattr(args, name, None)
+        if names:
+            setattr(args, name, [part for item in names for part in item.split(",") if part])
+
+
 def _main(argv: List[str]) -> int:
     if argv and argv[0] in SHARED_COMMANDS:
         try:
@@ -385,6 +393,7 @@ def _main(argv: List[str]) -> int:
             raise UsageError(f"'{argv[0]}' is not available in this installation (benchcore.commands is missing)") from None
         return shared_main(bench.SUITE, argv, finish_merge=bench.finish_merged)
     args = build_parser().parse_args(argv)
+    _split_runner_lists(args)
     if args.command == "bench":
         return _bench(args, argv)
     if args.command == "test":

@@ -12,6 +12,7 @@ off for exactly that span, and both restore the previous state on the way out.
 from __future__ import annotations
 
 import contextlib
+import difflib
 from dataclasses import dataclass, field
 from typing import Callable, ContextManager, Dict, Iterator, List, Optional
 
@@ -322,18 +323,16 @@ def lstm_runner_names() -> List[str]:
 
 
 def get_runner(name: str) -> Runner:
-    """The runner called `name`, or a UsageError that lists the valid names."""
-    try:
-        return RUNNERS[name]
-    except KeyError:
-        raise UsageError(f"unknown runner {name!r}; valid runners: "
-                         f"{', '.join(RUNNERS)}") from None
+    """The runner called `name`, or a UsageError that suggests and lists the valid names."""
+    return get_runners([name])[0]
 
 
 def get_runners(names: List[str]) -> List[Runner]:
     """Several runners; every unknown name is reported at once."""
     unknown = [name for name in names if name not in RUNNERS]
     if unknown:
+        close = [match for name in unknown for match in difflib.get_close_matches(name, RUNNERS, n=2, cutoff=0.7)]
+        hint = f"did you mean {', '.join(dict.fromkeys(close))}? " if close else ""
         raise UsageError(f"unknown runner{'s' if len(unknown) > 1 else ''} "
-                         f"{', '.join(map(repr, unknown))}; valid runners: {', '.join(RUNNERS)}")
+                         f"{', '.join(map(repr, unknown))}; {hint}valid runners: {', '.join(RUNNERS)}")
     return [RUNNERS[name] for name in names]

@@ -391,3 +391,33 @@ def test_markdown_shows_runs_and_marks_an_adaptive_run_that_was_capped(tmp_path,
     cells = [c.strip() for c in row.strip("|").split("|")]
     assert int(cells[-2]) >= 5  # Runs: adaptive mode's own count, not --nloops
     assert cells[-1] == "ok, capped: --max-time ran out before --target-precision was reached"
+
+
+@pytest.mark.parametrize("argv, groups", [
+    (["--rnns", "cudnn"], ["lstm"]),
+    (["--cnns", "resnet18"], ["resnet"]),
+    (["--rnns", "cudnn", "--cnns", "resnet18"], ["lstm", "resnet"]),
+    ([], ["lstm", "resnet"]),
+    (["--rnns", "cudnn", "--group", "cnns", "rnns"], ["lstm", "resnet"]),
+])
+def test_naming_one_list_runs_that_group_only(argv, groups):
+    """`--rnns cudnn jit` must not also run four ResNets for minutes (fastrnns did)."""
+    from rnnbench.cli import build_parser
+
+    args = build_parser().parse_args(["bench", *argv])
+    assert [spec.params["group"] for spec in bench.build_specs(args)][-1:] == groups[-1:]
+    assert sorted({spec.params["group"] for spec in bench.build_specs(args)}) == sorted(groups)
+
+
+def test_runner_lists_take_commas_and_typos_get_a_suggestion(capsys):
+    code, out, err = run(capsys, "bench", *TINY, *FAST, "--rnns", "cudnn,py", "--print-json")
+    assert code == 0, err
+    assert list(json.loads(out)["lstm"]) == ["cudnn", "py"]
+    code, _, err = run(capsys, "bench", *TINY, *FAST, "--rnns", "jitt")
+    assert code == 2 and "unknown runner 'jitt'; did you mean jit" in err
+
+
+def test_output_format_has_opbench_short_flag(tmp_path, capsys):
+    code, _, err = run(capsys, "bench", *TINY, *FAST, "--rnns", "py", "-f", "md", "-o", str(tmp_path / "r.md"))
+    assert code == 0, err
+    assert (tmp_path / "r.md").read_text().startswith("# rnnbench results")
