@@ -113,7 +113,11 @@ def output_paths(output, formats: Sequence[str], default_stem: str) -> Dict[str,
     if output is None:
         return {fmt: Path(f"{default_stem}.{fmt}") for fmt in formats}
     path = Path(output).expanduser()
+    suffix = path.suffix.lower().lstrip(".")
     if len(formats) == 1:
+        if suffix in FORMATS and suffix != formats[0]:  # Markdown in a .json file breaks every reader
+            raise UsageError(f"-o {output} names a .{suffix} file but the format is {formats[0]}; "
+                             f"name it {path.with_suffix('.' + formats[0]).name} or use -f {suffix}")
         return {formats[0]: path}
     stem = path.with_suffix("") if path.suffix.lower() in (".json", ".md") else path
     return {fmt: stem.with_name(f"{stem.name}.{fmt}") for fmt in formats}
@@ -252,7 +256,8 @@ def run_settings_from(args, warmup: int, runs: int, run_backward: bool = True):
 
     given = [flag for flag, value in (("--min-time", args.min_time), ("--max-time", args.max_time)) if value is not None]
     if given and args.target_precision is None:
-        raise UsageError(f"{' and '.join(given)} only apply in adaptive mode; add --target-precision (e.g. 0.05) "
+        raise UsageError(f"{' and '.join(given)} only appl{'y' if len(given) > 1 else 'ies'} in adaptive mode; "
+                         "add --target-precision (e.g. 0.05) "
                          "or drop them")
     min_time = MIN_TIME_S if args.min_time is None else args.min_time
     max_time = MAX_TIME_S if args.max_time is None else args.max_time

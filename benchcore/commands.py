@@ -79,7 +79,8 @@ def load_report(path: str, suite: str) -> Report:
     """Report.load plus the suite check: an rnnbench report is not for `opbench compare`."""
     report = Report.load(path)
     if report.suite != suite:
-        raise UsageError(f"{path} is a {report.suite} report; use `{report.suite}` instead of `{suite}` for it")
+        raise UsageError(f"{path} holds a {report.suite} report, not an {suite} one; use `{report.suite}` instead of "
+                         f"`{suite}` for it")
     return report
 
 

@@ -128,7 +128,8 @@ def _check_consistent(reports: Sequence[Report], shards: Sequence[ShardInfo], na
     seen: Dict[int, str] = {}
     for report, shard, name in zip(reports, shards, names):
         if report.suite != first.suite:
-            raise UsageError(f"{name} is a {report.suite} report but {first_name} is {first.suite}; merge shards of one suite")
+            raise UsageError(f"{name} holds a {report.suite} report but {first_name} holds {first.suite}; "
+                             "merge shards of one suite")
         if shard.count != shards[0].count:
             raise UsageError(f"{name} is shard {shard} but {first_name} is shard {shards[0]}; shards of one sweep share N")
         if shard.index in seen:

@@ -313,7 +313,9 @@ def summarize(report, skipped, started: float, written: List[Path]) -> None:
     failed = report.failures
     skipped_cases = [r for r in report.results if r.status == "skipped"]
     say = lambda text: print(f"{PROG}: {text}", file=sys.stderr)  # noqa: E731
-    say(f"benchmarked {len({_op(r) for r in ok})} operators ({len(ok)} cases) in {time.perf_counter() - started:.1f} s")
+    operators, cases = len({_op(r) for r in ok}), len(ok)
+    say(f"benchmarked {operators} operator{'s' if operators != 1 else ''} ({cases} case{'s' if cases != 1 else ''}) "
+        f"in {time.perf_counter() - started:.1f} s")
     if skipped_cases:
         say(f"skipped {len(skipped_cases)} case(s):")
         for r in skipped_cases:

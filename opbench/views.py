@@ -153,6 +153,14 @@ def _sampling_text(settings: dict) -> str:
             f"(Runs: the runs each case took; `capped`: the target was not reached)")
 
 
+#: What the times of each engine are, said in the Markdown header.
+_QUANTITY = {
+    "native": "Times: MXNet profiler's operator time per call (forward, backward), in ms.",
+    "python": "Times: one whole iteration per call, forward plus backward when it ran (opperf's python "
+              "profiler), wall clock around a sync, in ms.",
+}
+
+
 def _not_measured_section(ok: List[CaseResult]) -> List[str]:
     """Why each `---` of the results table is there: the report's `missing` reasons, one row
     per reason, with the cases it applies to (a forward-only operator, a profiler blind spot)."""
@@ -192,8 +200,8 @@ def to_markdown(report: Report) -> str:
     parts = ["# Runtime Features", "", _features(report), "", "# Benchmark Results", ""]
     parts.append(f"Engine: {engine}; dtype {settings.get('dtype', '?')}; ctx {settings.get('ctx', '?')}; "
                  f"{_sampling_text(settings)}. "
-                 f"Medians and IQRs are of the same per-call times as the averages. `{MISSING}`: not measured "
-                 f"(why: *Not measured* below).")
+                 f"{_QUANTITY[engine if engine in _QUANTITY else 'native']} Medians and IQRs are of the same "
+                 f"per-call times as the averages. `{MISSING}`: not measured (why: *Not measured* below).")
     parts += ["", _table(rows, headers) if ok else "(no case was measured)", ""]
     parts += _not_measured_section(ok)
     failures = [r for r in _sorted(report.results) if r.status in ("failed", "crashed", "timeout")]

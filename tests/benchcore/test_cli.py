@@ -1,3 +1,5 @@
+from pathlib import Path
+
 import pytest
 
 from benchcore.cli import ArgumentParser, add_run_arguments, run_main, run_settings_from
@@ -39,7 +41,7 @@ def test_numbers_must_be_finite(argv, message):
 
 
 @pytest.mark.parametrize("argv, message", [
-    (["--max-time", "3"], "--max-time only apply in adaptive mode; add --target-precision"),
+    (["--max-time", "3"], "--max-time only applies in adaptive mode; add --target-precision"),
     (["--min-time", "1", "--max-time", "3"], "--min-time and --max-time only apply in adaptive mode"),
     (["--target-precision", "0.05", "--min-time", "5", "--max-time", "1"], "--min-time 5 is above --max-time 1"),
 ])
@@ -81,3 +83,11 @@ def test_output_paths_share_one_stem(tmp_path):
         formats_for(SimpleNamespace(output_format="csv", output_file=None))
     with pytest.raises(UsageError, match="is a folder"):
         check_output_paths({"json": tmp_path}, overwrite=True)
+
+
+def test_a_format_that_contradicts_the_file_suffix_is_refused():
+    from benchcore.cli import output_paths
+
+    with pytest.raises(UsageError, match=r"-o y.json names a .json file but the format is md; name it y.md or use -f json"):
+        output_paths("y.json", ("md",), "stem")
+    assert output_paths("y.txt", ("md",), "stem") == {"md": Path("y.txt")}

@@ -120,9 +120,9 @@ def test_bad_inputs_are_one_line_exit_2(pair, tmp_path, capsys):
     cases = [
         (["compare", pair[0], str(tmp_path / "missing.json")], "does not exist"),
         (["compare", pair[0], str(bad)], "is not valid JSON"),
-        (["compare", pair[0], rnn], "is a rnnbench report; use `rnnbench`"),
-        (["plot", rnn], "is a rnnbench report"),
-        (["merge", rnn], "is a rnnbench report"),
+        (["compare", pair[0], rnn], "holds a rnnbench report, not an opbench one; use `rnnbench`"),
+        (["plot", rnn], "holds a rnnbench report"),
+        (["merge", rnn], "holds a rnnbench report"),
         (["compare", pair[0]], "arguments are required"),
         (["compare", *pair, "--fail-above", "-1"], "--fail-above"),
         (["compare", *pair, "--fail-above", "nan"], "--fail-above: nan must be a finite number >= 0"),

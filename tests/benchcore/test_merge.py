@@ -59,7 +59,7 @@ def test_overlapping_shards_refused():
 
 
 @pytest.mark.parametrize("change,match", [
-    (lambda r: setattr(r, "suite", "rnnbench"), "is a rnnbench report"),
+    (lambda r: setattr(r, "suite", "rnnbench"), "holds a rnnbench report"),
     (lambda r: r.settings.update(runs=50), r"other settings than report 1 \(runs: 5 vs 50\)"),
     (lambda r: r.settings.update(shard="2/4"), "share N"),
     (lambda r: r.settings.update(shard="1/3"), "are both shard 1/3"),
