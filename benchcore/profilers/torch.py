@@ -65,8 +65,11 @@ def markdown_table(stats: Dict[str, dict], n: int = 30, key: str = "self_ms") ->
     from tabulate import tabulate
 
     headers = ["Name", "Count", "Total (ms)", "Avg (ms)", "Self (ms)", "Device total (ms)", "Device self (ms)", "CPU mem (bytes)"]
+    # without device activity (a CPU run) the device columns were not measured: ---, not 0
+    device = any(e["device_total_ms"] for e in stats.values())
     rows = [
-        [name, e["count"], e["total_ms"], e["avg_ms"], e["self_ms"], e["device_total_ms"], e["device_self_ms"], e["cpu_memory_bytes"]]
+        [name, e["count"], e["total_ms"], e["avg_ms"], e["self_ms"], e["device_total_ms"] if device else None,
+         e["device_self_ms"] if device else None, e["cpu_memory_bytes"]]
         for name, e in top(stats, n, key)
     ]
     return tabulate(rows, headers=headers, tablefmt="github", floatfmt=".4g", missingval="---")

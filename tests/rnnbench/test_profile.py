@@ -324,3 +324,6 @@ def test_parse_key_averages_converts_units_and_merges():
     assert mm["cpu_memory_bytes"] == 64 and mm["device_memory_bytes"] == 16
     assert mm["min_ms"] is None and "min_ms" in mm["missing"]
     assert "aten::mm" in markdown_table(stats)
+    cpu_only = parse_key_averages(events[:1])
+    [row] = [line for line in markdown_table(cpu_only).splitlines() if line.startswith("| aten::mm")]
+    assert row.count("---") == 2  # device columns of a CPU-only session: not measured, not 0
