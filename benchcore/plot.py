@@ -35,10 +35,18 @@ def require_matplotlib() -> None:
         raise UsageError("charts need matplotlib, which is not installed; install the plot extra: pip install -e .[plot]") from None
 
 
-def prepare_chart_folder(out_dir) -> Path:
-    """Create the chart folder now, so an unusable --plot DIR is refused before measuring."""
+def prepare_chart_folder(out_dir, suite: str, overwrite: bool) -> Path:
+    """Create the chart folder now, so an unusable --plot DIR is refused before measuring; and
+    refuse, like a report, to replace the suite's charts there without --overwrite (another
+    report's Markdown may link them)."""
     require_matplotlib()
-    return _out_dir(out_dir)
+    folder = _out_dir(out_dir)
+    existing = sorted(folder.glob(f"{suite}_*.png"))
+    if existing and not overwrite:
+        raise UsageError(f"--plot {out_dir} already holds {suite} charts ({existing[0].name}"
+                         f"{', …' if len(existing) > 1 else ''}) that another report may link; "
+                         "choose another folder or pass --overwrite")
+    return folder
 
 
 def _figure(width: float, height: float):

@@ -374,7 +374,7 @@ def run(argv: List[str]) -> int:
     if args.plot:
         from benchcore.plot import prepare_chart_folder
 
-        prepare_chart_folder(args.plot)
+        prepare_chart_folder(args.plot, PROG, args.overwrite)
     settings = run_settings_from(args, args.warmup, args.runs)
     specs, skipped, excluded = plan_cases(args, context, large)
     if not specs:

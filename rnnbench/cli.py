@@ -245,7 +245,7 @@ def _bench(args, argv: Sequence[str]) -> int:
     if args.plot:
         from benchcore.plot import prepare_chart_folder
 
-        prepare_chart_folder(args.plot)
+        prepare_chart_folder(args.plot, PROG, args.overwrite)
     all_specs = bench.build_specs(args)
     specs = core_cli.shard_specs(all_specs, core_cli.parse_shard(args.shard))
     if not specs:

@@ -144,6 +144,11 @@ def test_plot_option_writes_charts_linked_from_the_markdown(tmp_path):
     chart = tmp_path / "charts" / "rnnbench_runners.png"
     assert chart.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "](charts/rnnbench_runners.png)" in (tmp_path / "r.md").read_text()
+    # another run into the same folder would replace the charts r.md links: refused, like a report
+    again = ["bench", *TINY, "--group", "rnns", "--rnns", "cudnn", "--nloops", "2", "--warmup", "0", "--device", "cpu",
+             "--no-isolation", "--output-file", str(tmp_path / "s.md"), "--plot", str(tmp_path / "charts")]
+    assert main(again) == 2
+    assert main([*again, "--overwrite"]) == 0
 
 
 def test_markdown_on_stdout_links_the_charts_from_the_working_directory(tmp_path, capsys, monkeypatch):
