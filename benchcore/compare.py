@@ -32,7 +32,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 from .errors import UsageError
 from .report import CaseResult, Report
-from .stats import Measurement
+from .stats import Measurement, within_step
 
 VERDICTS = ("faster", "slower", "same", "noisy")
 METRICS = ("forward", "backward")
@@ -187,13 +187,20 @@ def _number(value) -> Optional[float]:
     return float(value) if math.isfinite(value) else None
 
 
+def _sampled(samples, source: str, resolution_ms: float = 0.0) -> Optional[Timing]:
+    """A Timing from a list of sample times, or None when it is not one (absent, empty, junk)."""
+    if not (isinstance(samples, list) and samples and all(_number(s) is not None for s in samples)):
+        return None
+    m = Measurement(samples)
+    return Timing(m.samples_ms, m.median, m.mean, source, resolution_ms)
+
+
 def _from_measurement(data) -> Optional[Timing]:
     if not isinstance(data, dict):
         return None
-    samples = data.get("samples_ms")
-    if isinstance(samples, list) and samples and all(_number(s) is not None for s in samples):
-        m = Measurement(samples)
-        return Timing(m.samples_ms, m.median, m.mean, "samples")
+    sampled = _sampled(data.get("samples_ms"), "samples")
+    if sampled is not None:
+        return sampled
     median, mean = _number(data.get("median_ms")), _number(data.get("mean_ms"))
     if median is None and mean is None:
         return None
@@ -204,10 +211,9 @@ def _from_profiler(data) -> Optional[Timing]:
     """Per-call samples when the profiler entry has them, else its average alone."""
     if not isinstance(data, dict):
         return None
-    samples = data.get("per_call_ms")
-    if isinstance(samples, list) and samples and all(_number(v) is not None for v in samples):
-        m = Measurement(samples)
-        return Timing(m.samples_ms, m.median, m.mean, "profiler", _number(data.get("resolution_ms")) or 0.0)
+    sampled = _sampled(data.get("per_call_ms"), "profiler", _number(data.get("resolution_ms")) or 0.0)
+    if sampled is not None:
+        return sampled
     avg = _number(data.get("Avg_ms"))
     return Timing(None, None, avg, "profiler") if avg is not None else None
 
@@ -568,7 +574,7 @@ def _compare_samples(metric: str, base: Timing, new: Timing, threshold: float, a
     elif direction == 0 and result.ratio_low is None and not _tight(bm, nm, threshold):
         result.reason = (f"change {change}, but with fewer than 6 samples a side there is no confidence interval, "
                          f"and the IQR/median of the samples is not under ±{threshold * 100:g}%")
-    elif direction != 0 and abs(nm.median - bm.median) <= resolution * (1 + 1e-6):
+    elif direction != 0 and within_step(nm.median - bm.median, resolution):
         result.reason = f"change {change} is within the clock's {resolution:g} ms step; not measurable"
     elif direction == 0:
         result.verdict = "same"

@@ -18,7 +18,7 @@ from typing import Callable, List, Optional, Tuple
 
 from .case import Workload
 from .errors import UsageError
-from .stats import Measurement
+from .stats import Measurement, within_step
 
 
 @dataclass
@@ -87,7 +87,7 @@ def _precise_enough(samples: List[float], target: float, resolution_ms: float = 
     """IQR/median under the target, or an IQR no wider than the clock's step (finer precision
     cannot be had: a 4 µs call on a 1 µs clock would otherwise never stop before the cap)."""
     m = Measurement(samples)
-    if resolution_ms and m.iqr <= resolution_ms * (1 + 1e-6):  # float noise: 0.004 - 0.003 > 0.001
+    if within_step(m.iqr, resolution_ms):
         return True
     return m.relative_iqr is not None and m.relative_iqr < target
 

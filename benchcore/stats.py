@@ -41,6 +41,12 @@ def median_confidence_ranks(n: int, confidence: float = 0.95) -> Optional[tuple]
     return None if best is None else (best, n - 1 - best)
 
 
+def within_step(delta: float, step: float) -> bool:
+    """`delta` no larger than a clock's `step` (0: no step known): a change a clock that counts
+    whole steps cannot see. A relative 1e-6 of slack absorbs float noise (0.004 - 0.003 > 0.001)."""
+    return step > 0 and abs(delta) <= step * (1 + 1e-6)
+
+
 @dataclass(frozen=True)
 class Measurement:
     """Samples in milliseconds; statistics are derived, never stored separately."""

@@ -39,7 +39,7 @@ from typing import Any, Dict, List, Optional
 from benchcore.case import CaseSpec, Workload
 from benchcore.errors import SkipCase, UsageError
 from benchcore.profilers.mxnet import (RESOLUTION_MS, MXNetProfiler, PhaseStats, device_key, peak_bytes,
-                                       summarize_phase, window_total_ms)
+                                       summarize_phase)
 from benchcore.runner import RunSettings, run_workload
 from benchcore.stats import Measurement
 from benchcore.timers import PerfCounterTimer
@@ -162,8 +162,6 @@ class ProfilingTimer:
         self.marker = marker
         self.phases: Dict[str, PhaseStats] = {"forward": PhaseStats(), "backward": PhaseStats()}
         self.other_dumps: list = []
-        #: each phase's per-call operator time as it runs (the report's per_call_ms)
-        self.per_call_ms: Dict[str, List[float]] = {"forward": [], "backward": []}
 
     def time(self, fn):
         _sync()
@@ -173,13 +171,12 @@ class ProfilingTimer:
         dump = self.profiler.dump()
         phase = self.phases.get(self.marker.phase)
         (phase.dumps if phase is not None else self.other_dumps).append(dump)
-        if phase is not None:
-            self.per_call_ms[self.marker.phase].append(window_total_ms(dump))
         return result, ms
 
     def reported(self) -> tuple:
-        """The per-call profiler times so far: what adaptive mode must judge (see run_native)."""
-        return self.per_call_ms["forward"], self.per_call_ms["backward"]
+        """The per-call profiler times so far (the report's per_call_ms): what adaptive mode
+        must judge (see run_native)."""
+        return self.phases["forward"].window_totals_ms(), self.phases["backward"].window_totals_ms()
 
     def all_dumps(self):
         return self.other_dumps + self.phases["forward"].dumps + self.phases["backward"].dumps

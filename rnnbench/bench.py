@@ -388,7 +388,8 @@ def finish_merged(report):
     groups = list(order)
 
     def position(result):
-        group, names = group_of(result), order.get(group_of(result), [])
+        group = group_of(result)
+        names = order.get(group, [])
         return (groups.index(group) if group in groups else len(groups),
                 names.index(result.spec.name) if result.spec.name in names else len(names), result.spec.key)
 

@@ -352,10 +352,14 @@ class PhaseStats:
     """The dumps of one phase (forward or backward), one dump per timed call."""
 
     dumps: List[ProfileDump] = field(default_factory=list)
+    _totals_ms: List[float] = field(default_factory=list, repr=False)
 
     def window_totals_ms(self) -> List[float]:
-        """Operator time of each call: every work entry in its dump, summed."""
-        return [window_total_ms(d) for d in self.dumps]
+        """Operator time of each call: every work entry in its dump, summed (kept as dumps
+        arrive, so adaptive sampling can ask after every call without re-summing them all).
+        The list is the phase's own: read it, do not change it."""
+        self._totals_ms += [window_total_ms(d) for d in self.dumps[len(self._totals_ms):]]
+        return self._totals_ms
 
     def entries(self) -> Dict[str, OpStats]:
         merged: Dict[str, OpStats] = {}
@@ -393,7 +397,7 @@ def summarize_phase(phase: PhaseStats, op: Optional[str]) -> Tuple[Optional[dict
                    "Max_ms": max(totals), "Avg_ms": sum(totals) / len(totals),
                    "source": "all operators of each call"}
     summary["calls"] = len(phase.dumps)
-    summary["per_call_ms"] = phase.window_totals_ms()
+    summary["per_call_ms"] = list(phase.window_totals_ms())  # the report's own copy
     summary["resolution_ms"] = RESOLUTION_MS
     summary["entries"] = {name: stats.to_dict() for name, stats in sorted(entries.items())}
     return summary, None
