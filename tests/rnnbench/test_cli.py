@@ -111,7 +111,7 @@ def test_pytest_benchmark_entry_runs_at_tiny_sizes(tmp_path):
     done = subprocess.run(
         [sys.executable, "-m", "pytest", "benchmarks/rnnbench", "-q", "-p", "no:cacheprovider",
          "--rnnbench-sizes", "5,1,8,8,2", "--rnnbench-device", "cpu", "--rnnbench-runners", "cudnn", "jit",
-         "--benchmark-min-rounds", "2", "--benchmark-max-time", "0.01", "--benchmark-warmup", "off",
+         "--benchmark-min-rounds", "2", "--benchmark-max-time", "0.01", "--benchmark-warmup", "off", "--rnnbench-warmup", "2",
          "--benchmark-json", str(out)],
         capture_output=True, text=True, cwd=ROOT, timeout=300,
     )
@@ -121,6 +121,7 @@ def test_pytest_benchmark_entry_runs_at_tiny_sizes(tmp_path):
     assert names == ["test_backward[cudnn]", "test_backward[jit]", "test_forward[cudnn]", "test_forward[jit]"]
     assert {b["group"] for b in data["benchmarks"]} == {"fastrnns"}
     assert all(b["stats"]["rounds"] >= 2 and b["stats"]["median"] > 0 for b in data["benchmarks"])
+    assert {b["extra_info"]["warmup_iterations"] for b in data["benchmarks"]} == {2}
 
 
 def test_shards_merge_back_to_the_unsharded_case_list(tmp_path, capsys):
