@@ -1,7 +1,7 @@
 """Pieces both command lines share: run options, thread settings, error handling, progress.
 
-The suites' CLIs are thin layers: they parse flags, build CaseSpecs, call `sweep`, and hand
-the results to the report writers. Everything here prints to stderr only, so stdout stays
+The suites' CLIs are thin layers: they parse flags, build CaseSpecs, run them through
+benchcore.sweep, and hand the results to the report writers. Everything here prints to stderr only, so stdout stays
 machine-readable.
 """
 
@@ -66,19 +66,26 @@ positive_float = _finite_float(lambda value: value > 0, "greater than 0")
 non_negative_float = _finite_float(lambda value: value >= 0, ">= 0")
 
 
-def add_run_arguments(parser: argparse.ArgumentParser) -> None:
-    """Flags every sweep understands: isolation, timeouts, resume, threads, adaptive timing."""
+def add_run_arguments(parser: argparse.ArgumentParser, rounds: int, timeout_s: float = 600.0,
+                      memory_limit_gb: float = 2.0, memory_why: str = "") -> None:
+    """Flags every sweep understands: rounds, isolation, timeouts, resume, threads, adaptive
+    timing. The defaults that differ between suites are parameters."""
     group = parser.add_argument_group("running")
+    group.add_argument("--rounds", type=positive_int, default=rounds, metavar="N",
+                       help=f"time the case list N times, each round in fresh worker processes and a shuffled order, "
+                            f"the measured runs split over the rounds; comparisons rest on the rounds (default {rounds})")
     group.add_argument("--threads", type=positive_int, default=None,
                        help="CPU threads for the frameworks (sets OMP/MKL/OpenBLAS and torch threads before import); recorded in the report")
-    group.add_argument("--timeout", type=positive_float, default=600.0,
-                       help="seconds one case may take before its worker is killed and it is recorded as timeout (default 600)")
+    group.add_argument("--timeout", type=positive_float, default=timeout_s,
+                       help=f"seconds one case (one round of it) may take before its worker is killed and it is "
+                            f"recorded as timeout (default {timeout_s:g})")
     group.add_argument("--resume", action="store_true",
                        help="continue an interrupted run from its checkpoint (<output>.checkpoint.jsonl)")
     group.add_argument("--no-isolation", action="store_true",
                        help="run cases in this process (for debugging); a crash then ends the sweep and --timeout is not enforced")
-    group.add_argument("--memory-limit-gb", type=positive_float, default=2.0,
-                       help="restart the worker process after a case that leaves it above this resident memory (default 2)")
+    group.add_argument("--memory-limit-gb", type=positive_float, default=memory_limit_gb,
+                       help=f"restart the worker process after a case that leaves it above this resident memory "
+                            f"(default {memory_limit_gb:g}{memory_why})")
     group.add_argument("--overwrite", action="store_true", help="replace an existing output file")
     group.add_argument("--target-precision", type=positive_float, default=None,
                        help="adaptive mode: sample until IQR/median is below this (e.g. 0.05), between --min-time and --max-time")
@@ -154,7 +161,7 @@ def formats_for(args) -> Tuple[str, ...]:
 
 
 def write_outputs(report, paths: Dict[str, Path], overwrite: bool, to_markdown: Callable, checkpoint=None,
-                  plot_dir=None) -> List[Path]:
+                  plot_dir=None, suite=None) -> List[Path]:
     """Write charts (if asked), then the JSON and Markdown views of one in-memory Report.
 
     A write that fails at the end names the checkpoint that still holds every measured case.
@@ -166,7 +173,7 @@ def write_outputs(report, paths: Dict[str, Path], overwrite: bool, to_markdown: 
     if plot_dir:
         from .plot import chart_links_markdown, write_report_charts
 
-        charts = write_report_charts(report, plot_dir)
+        charts = write_report_charts(report, plot_dir, suite)
         written += charts
         markdown_folder = paths["md"].parent if "md" in paths else None
         links = chart_links_markdown(charts, relative_to=markdown_folder) if charts else ""
@@ -213,40 +220,6 @@ def add_shard_argument(parser) -> None:
 
 def checkpoint_path_for(output: Path) -> Path:
     return output.with_name(output.name + ".checkpoint.jsonl")
-
-
-def sweep(specs, executor: str, options: dict, args, checkpoint: Optional[Path], on_result=None):
-    """run_cases with the shared flags and a progress bar on stderr (case, done/total, ETA)."""
-    from tqdm import tqdm
-
-    from .isolation import run_cases
-
-    bar = tqdm(total=len(specs), file=sys.stderr, unit="case", dynamic_ncols=True,
-               disable=len(specs) == 0 or not sys.stderr.isatty() and os.environ.get("BENCH_PROGRESS") != "1")
-
-    def started(spec, index, total):
-        bar.set_postfix_str(spec.name, refresh=True)
-
-    def finished(result):
-        bar.update(1)
-        if on_result:
-            on_result(result)
-
-    try:
-        return run_cases(
-            specs,
-            executor,
-            options,
-            isolate=not args.no_isolation,
-            timeout_s=args.timeout,
-            checkpoint=checkpoint,
-            resume=args.resume,
-            memory_limit_bytes=int(args.memory_limit_gb * 2**30) if args.memory_limit_gb else None,
-            on_start=started,
-            on_result=finished,
-        )
-    finally:
-        bar.close()
 
 
 def run_settings_from(args, warmup: int, runs: int, run_backward: bool = True):

@@ -1,277 +1,52 @@
 """Two reports of one suite → per-case verdicts: faster, slower, same or noisy.
 
-A change counts only when it is both large (the ratio of medians is beyond an effect
-threshold, 5% by default) and real (a Mann–Whitney U test on the raw samples rejects "same
-distribution" at `alpha`). This is the rule asv and Google Benchmark use: a threshold alone
-flags noise as regressions, a test alone flags 0.1% shifts that nobody cares about. A large
-change that the test cannot confirm is `noisy`, never `slower`: a CI gate must not fail on
-scheduler jitter. A small change is `same` only when the samples are tight enough to say so:
-when the ratio bounds from the two medians' 95% confidence intervals reach past the threshold
-on both sides, the samples could hide a real change either way, and the verdict is `noisy`
-(below 6 samples a side there is no interval: both IQR/median must then be under the
-threshold). A change no larger than the clock's step (MXNet's profiler: 1 µs) is `noisy` too.
+A change counts only when it is both large (the ratio of the two figures is beyond an effect
+threshold, 5% by default) and real (a test on the right evidence rejects "no change" at
+`alpha`). A large change the test cannot confirm is `noisy`, never `slower`: a CI gate must not
+fail on noise. A small change is `same` only when the evidence could exclude a change past the
+threshold on at least one side; when it allows both a slowdown and a speedup past the threshold,
+it is `noisy`.
 
-A case timed through a profiler (opbench's native engine) is compared on the profiler's
-per-call samples, the figures its report shows. Reports holding only averages (opperf's own
-output) are compared on the threshold alone, and every such verdict says so
-(`basis: threshold-only`).
+What the test rests on depends on what the reports hold (docs/COMPARING.md has the method):
 
-The U test is implemented here (scipy is a dev dependency only): midranks with the tie
-correction and continuity-corrected normal approximation, and the exact null distribution
-when one sample is small and there are no ties — the same rule scipy's "auto" method uses,
-so the p-values can be checked against it.
+- **rounds** (both sides timed in ≥ 2 worker processes): the figure is the median of the round
+  medians, and the test is Welch's t-test on the logarithms of the round medians. A process is
+  the unit of evidence: its samples are not independent draws about the build (the variance
+  between processes dominates on a shared VM), so fifty samples from one process count once.
+- **one process** (a report without rounds): a Mann–Whitney U test on the raw samples, as
+  before rounds existed; every such verdict says that it cannot separate process noise.
+- **threshold only** (opperf's averages, no samples): the threshold alone, and it says so.
+
+Either way, a change of no more than two steps of the clock (MXNet's profiler counts whole
+microseconds, so each figure is uncertain by a step) is `noisy`: the clock cannot see it.
+
+Which figures of a case are compared is the suite's declaration (benchcore.suite.Suite.timings):
+opbench's native engine declares the profiler's per-call kernel times.
 """
 
 from __future__ import annotations
 
-import fnmatch
 import json
 import math
 from dataclasses import asdict, dataclass, field
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence
 
+from .environment import environment_differences
 from .errors import UsageError
+from .labels import case_labels
 from .report import CaseResult, Report
-from .stats import Measurement, within_step
+from .stats import Measurement, mann_whitney, welch_on_logs, within_step
+from .suite import Suite
+from .timing import METRICS, Timing
 
 VERDICTS = ("faster", "slower", "same", "noisy")
-METRICS = ("forward", "backward")
 #: fewer samples than this on either side cannot support any verdict
 MIN_SAMPLES = 3
-#: exact U distribution when the smaller sample has at most this many values (scipy's rule)
-EXACT_MAX_N = 8
-
-#: Environment keys (flattened with dots, matched case-insensitively as globs) whose values
-#: change timings: interpreter and framework versions, CPU and GPU model, thread settings,
-#: device. Anything else (hostname, time, argv, paths) differs between any two runs.
-ENV_KEY_PATTERNS = (
-    "*python*", "*mxnet*", "*torch*", "*numpy*", "*cpu*", "*processor*", "*gpu*", "*cuda*",
-    "*cudnn*", "*nvidia*", "*thread*", "*omp_*", "*mkl*", "*device*",
-)
-#: Exact keys that always count, whatever the patterns say: how the numbers were taken (a
-#: profiler's kernel times and a wall clock around the Python call are different quantities),
-#: and whether torch had a GPU ("*available*" is ignored for memory figures).
-ALWAYS_RELEVANT_KEYS = ("engine", "timer", "settings.profiler", "torch.cuda_available")
-ENV_KEY_IGNORED = (
-    "*time*", "*date*", "*host*", "*argv*", "*pid*", "*path*", "*executable*", "*freq*",
-    "*load*", "*usage*", "*percent*", "*available*", "*uptime*", "*git*", "*commit*", "*cwd*",
-    "*seed*", "*command*",
-)
-
-
-# --------------------------------------------------------------------------- Mann–Whitney U
-
-
-@dataclass(frozen=True)
-class MannWhitney:
-    """Two-sided test result; `u` is the statistic of the first sample (scipy's convention)."""
-
-    u: float
-    p_value: float
-    method: str  # "exact" or "asymptotic"
-
-
-def _midranks(values: Sequence[float]) -> Tuple[List[float], List[int]]:
-    """1-based ranks with ties given their average rank, and the size of each tie group."""
-    order = sorted(range(len(values)), key=lambda i: values[i])
-    ranks = [0.0] * len(values)
-    ties = []
-    i = 0
-    while i < len(order):
-        j = i
-        while j + 1 < len(order) and values[order[j + 1]] == values[order[i]]:
-            j += 1
-        for k in range(i, j + 1):
-            ranks[order[k]] = (i + j) / 2.0 + 1.0
-        ties.append(j - i + 1)
-        i = j + 1
-    return ranks, ties
-
-
-def _exact_u_counts(m: int, n: int) -> List[int]:
-    """Number of orderings giving U = 0..m*n under H0 (coefficients of a Gaussian binomial).
-
-    prod_{i=1..m} (1 - q^(n+i)) / (1 - q^i); exact integers, so no overflow for big n.
-    """
-    size = m * n + 1
-    counts = [0] * size
-    counts[0] = 1
-    for i in range(1, m + 1):
-        shift = n + i
-        for k in range(size - 1, shift - 1, -1):
-            counts[k] -= counts[k - shift]
-        for k in range(i, size):
-            counts[k] += counts[k - i]
-    return counts
-
-
-def mann_whitney_u(x: Sequence[float], y: Sequence[float]) -> MannWhitney:
-    """Two-sided Mann–Whitney U test of "x and y come from the same distribution"."""
-    n1, n2 = len(x), len(y)
-    if n1 == 0 or n2 == 0:
-        raise ValueError("the Mann-Whitney U test needs at least one value in each sample")
-    ranks, ties = _midranks(list(x) + list(y))
-    u1 = sum(ranks[:n1]) - n1 * (n1 + 1) / 2.0
-    u = max(u1, n1 * n2 - u1)
-    has_ties = any(t > 1 for t in ties)
-    if min(n1, n2) <= EXACT_MAX_N and not has_ties:
-        counts = _exact_u_counts(min(n1, n2), max(n1, n2))
-        tail = sum(counts[int(round(u)):])
-        p = 2.0 * tail / math.comb(n1 + n2, n1)
-        return MannWhitney(u1, min(1.0, p), "exact")
-    n = n1 + n2
-    tie_term = sum(t ** 3 - t for t in ties)
-    variance = n1 * n2 / 12.0 * ((n + 1) - tie_term / (n * (n - 1)))
-    if variance <= 0:  # every value equal: nothing to tell apart
-        return MannWhitney(u1, 1.0, "asymptotic")
-    z = (u - n1 * n2 / 2.0 - 0.5) / math.sqrt(variance)
-    p = 2.0 * 0.5 * math.erfc(z / math.sqrt(2.0))
-    return MannWhitney(u1, min(1.0, max(0.0, p)), "asymptotic")
-
-
-# --------------------------------------------------------------------------- times of a case
-
-
-@dataclass(frozen=True)
-class Timing:
-    """One timed quantity of one case as a report holds it: raw samples, or only a summary."""
-
-    samples_ms: Optional[Tuple[float, ...]]
-    median_ms: Optional[float]
-    mean_ms: Optional[float]
-    source: str  # "samples", "summary", "profiler", "opperf"
-    #: the clock's step (MXNet's profiler: whole microseconds); a change within it is not seen
-    resolution_ms: float = 0.0
-
-    @property
-    def has_samples(self) -> bool:
-        return bool(self.samples_ms)
-
-    @property
-    def center_ms(self) -> Optional[float]:
-        """Median when known (robust to the 4-10x spikes seen in fastrnns), else the mean."""
-        return self.median_ms if self.median_ms is not None else self.mean_ms
-
-    @property
-    def measurement(self) -> Optional[Measurement]:
-        return Measurement(self.samples_ms) if self.samples_ms else None
-
-
-def case_timings(result: CaseResult) -> Dict[str, Timing]:
-    """Forward/backward timings of a case: the figures its own report presents.
-
-    A case measured through a profiler (opbench's native engine) is judged on the profiler's
-    per-call times, as its report shows them, never on the wall time of the Python call around
-    the profiler (at small sizes that is mostly dispatch overhead, ~20× the kernel, and would
-    hide a kernel regression); a profiler quantity that is missing stays missing. Other cases:
-    a Measurement dict with samples, one without samples, opperf's `avg_time_<metric>_<op>`.
-    """
-    metrics = result.metrics or {}
-    profiler = metrics.get("profiler")
-    found: Dict[str, Timing] = {}
-    for metric in METRICS:
-        if isinstance(profiler, dict):
-            timing = _from_profiler(profiler.get(metric))
-        else:
-            timing = _from_measurement(metrics.get(metric))
-        if timing is None:
-            timing = _from_opperf(metrics, metric)
-        if timing is not None:
-            found[metric] = timing
-    return found
-
-
-def _number(value) -> Optional[float]:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    return float(value) if math.isfinite(value) else None
-
-
-def _sampled(samples, source: str, resolution_ms: float = 0.0) -> Optional[Timing]:
-    """A Timing from a list of sample times, or None when it is not one (absent, empty, junk)."""
-    if not (isinstance(samples, list) and samples and all(_number(s) is not None for s in samples)):
-        return None
-    m = Measurement(samples)
-    return Timing(m.samples_ms, m.median, m.mean, source, resolution_ms)
-
-
-def _from_measurement(data) -> Optional[Timing]:
-    if not isinstance(data, dict):
-        return None
-    sampled = _sampled(data.get("samples_ms"), "samples")
-    if sampled is not None:
-        return sampled
-    median, mean = _number(data.get("median_ms")), _number(data.get("mean_ms"))
-    if median is None and mean is None:
-        return None
-    return Timing(None, median, mean, "summary")
-
-
-def _from_profiler(data) -> Optional[Timing]:
-    """Per-call samples when the profiler entry has them, else its average alone."""
-    if not isinstance(data, dict):
-        return None
-    sampled = _sampled(data.get("per_call_ms"), "profiler", _number(data.get("resolution_ms")) or 0.0)
-    if sampled is not None:
-        return sampled
-    avg = _number(data.get("Avg_ms"))
-    return Timing(None, None, avg, "profiler") if avg is not None else None
-
-
-def _from_opperf(metrics: dict, metric: str) -> Optional[Timing]:
-    prefix = f"avg_time_{metric}_"
-    for key, value in metrics.items():
-        if key.startswith(prefix) and _number(value) is not None:
-            return Timing(None, None, _number(value), "opperf")
-    return None
-
-
-def case_category(result: CaseResult) -> str:
-    """opbench: the operator category; rnnbench: the runner group; otherwise "all"."""
-    params = result.spec.params
-    for key in ("category", "group"):
-        if isinstance(params.get(key), str) and params[key]:
-            return params[key]
-    return "all"
-
-
-def case_labels(results: Sequence[CaseResult], max_len: int = 60) -> Dict[str, str]:
-    """Labels by case key: the name alone when unique, else the name plus only the params that
-    differ between same-named cases (a runner's sizes, an operator's input shapes).
-
-    Fixed settings repeated on every row (device, fuser, seed) only push the numbers off screen.
-    A suite's own short label, params["variant"] (opbench: "(1024,1024)"), stands for all the
-    differing params when it tells the cases apart by itself.
-    """
-    groups: Dict[str, List[CaseResult]] = {}
-    for r in results:
-        groups.setdefault(r.spec.name, []).append(r)
-    labels: Dict[str, str] = {}
-    for name, group in groups.items():
-        keys = sorted({k for r in group for k in r.spec.params})
-        differing = [k for k in keys if len({_compact(r.spec.params.get(k)) for r in group}) > 1]
-        if "variant" in differing:
-            if len({_compact(r.spec.params.get("variant")) for r in group}) == len(group):
-                differing = ["variant"]
-            else:  # the variant names the inputs; other differences (dtype, ctx) stay visible
-                differing = [k for k in differing if k != "inputs"]
-        texts = [_label_text(r.spec.params, differing, max_len) for r in group]
-        if len(set(texts)) < len(texts):  # cut to the same text: number them, never merge them
-            texts = [f"{text} #{i}" for i, text in enumerate(texts, 1)]
-        for r, text in zip(group, texts):
-            labels[r.spec.key] = f"{name} {text}".strip()
-    return labels
-
-
-def _label_text(params: dict, keys: List[str], max_len: int) -> str:
-    parts = [_compact(params.get(k)) if k in ("inputs", "variant") else f"{k}={_compact(params.get(k))}"
-             for k in keys]
-    text = " ".join(parts)
-    return text if len(text) <= max_len else text[: max_len - 1] + "…"
-
-
-def _compact(value) -> str:
-    return value if isinstance(value, str) else json.dumps(value, sort_keys=True, separators=(",", ":"))
+#: a change within this many clock steps is not measurable: each side's figure is off by up to
+#: a step (a coarse clock truncates both ends of each interval)
+CLOCK_STEPS = 2
+#: what a verdict rests on (MetricComparison.basis)
+BASES = ("rounds", "one-process", "threshold-only")
 
 
 # --------------------------------------------------------------------------- comparison model
@@ -287,15 +62,17 @@ class MetricComparison:
     #: new/base of the statistic below; > 1 is slower
     ratio: Optional[float]
     verdict: str
-    #: "mann-whitney" (samples on both sides) or "threshold-only"
+    #: one of BASES
     basis: str
-    #: "median" with samples on both sides, else "mean" (opperf reports averages)
+    #: "median of round medians", "median" or "mean" (opperf reports averages)
     statistic: str
     p_value: Optional[float] = None
     test_method: Optional[str] = None
     n_base: Optional[int] = None
     n_new: Optional[int] = None
-    #: ratio bounds from the two medians' 95% CIs (conservative); None without enough samples
+    rounds_base: Optional[int] = None
+    rounds_new: Optional[int] = None
+    #: 95% bounds of the ratio (from the test on rounds, or the medians' CIs); None without
     ratio_low: Optional[float] = None
     ratio_high: Optional[float] = None
     reason: str = ""
@@ -364,6 +141,12 @@ class Comparison:
     def overall_geomean(self) -> Optional[float]:
         return self.summary[-1].geomean_ratio
 
+    @property
+    def bases(self) -> List[str]:
+        """The evidence the verdicts rest on, in BASES order (for the views' notes)."""
+        used = {m.basis for case in self.cases for m in case.metrics}
+        return [b for b in BASES if b in used]
+
     def regressions(self, fail_above_pct: float) -> List[CaseComparison]:
         """Cases judged slower by more than `fail_above_pct` percent: the CI gate."""
         limit = 1.0 + fail_above_pct / 100.0
@@ -384,7 +167,7 @@ class Comparison:
                 "only_in_base": len(self.only_in_base)}
 
     def to_dict(self) -> dict:
-        data = {
+        return {
             "schema": "benchcore-comparison",
             "suite": self.suite,
             "threshold": self.threshold,
@@ -393,6 +176,7 @@ class Comparison:
             "new": self.new_source,
             "env_differences": self.env_differences,
             "env_mismatch_allowed": self.env_mismatch_allowed,
+            "bases": self.bases,
             "summary": [asdict(row) for row in self.summary],
             "cases": [asdict(case) for case in self.cases],
             "only_in_base": self.only_in_base,
@@ -400,16 +184,12 @@ class Comparison:
             "unmeasured": self.unmeasured,
             "gate": self.gate,
         }
-        return data
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=2, allow_nan=False)
 
-    def to_markdown(self, chart_links: str = "") -> str:
-        return format_markdown(self, chart_links)
 
-
-def geometric_mean(values: Sequence[float]) -> Optional[float]:
+def geometric_mean(values: Sequence[Optional[float]]) -> Optional[float]:
     positive = [v for v in values if v is not None and v > 0]
     if not positive:
         return None
@@ -424,14 +204,11 @@ def _summarise(category: str, cases: List[CaseComparison]) -> CategorySummary:
 # --------------------------------------------------------------------------- the comparison
 
 
-def compare(
-    base: Report,
-    new: Report,
-    threshold: float = 0.05,
-    alpha: float = 0.05,
-    allow_env_mismatch: bool = False,
-) -> Comparison:
-    """Compare `new` against `base`, case by case (matched by CaseSpec.key)."""
+def compare(base: Report, new: Report, suite: Optional[Suite] = None, threshold: float = 0.05,
+            alpha: float = 0.05, allow_env_mismatch: bool = False) -> Comparison:
+    """Compare `new` against `base`, case by case (matched by CaseSpec.key), on the figures
+    `suite` declares (default: the forward/backward Measurements)."""
+    suite = suite or Suite(base.suite)
     if base.suite != new.suite:
         raise UsageError(f"cannot compare a {base.suite} report with a {new.suite} report; pass two reports of the same suite")
     if not 0 < threshold < 1:
@@ -444,15 +221,14 @@ def compare(
         raise UsageError(f"reports come from different environments ({keys} differ); pass --allow-env-mismatch to compare anyway")
     result = Comparison(base.suite, threshold, alpha, env_differences=differences,
                         env_mismatch_allowed=allow_env_mismatch)
-    base_cases = _by_key(base, "base")
-    new_cases = _by_key(new, "new")
+    base_cases, new_cases = _by_key(base, "base"), _by_key(new, "new")
     labels = case_labels(list(base_cases.values()) + [n for k, n in new_cases.items() if k not in base_cases])
     for key, b in base_cases.items():
         n = new_cases.get(key)
         if n is None:
             result.only_in_base.append(_brief(b, labels[key]))
             continue
-        case, missing = _compare_case(b, n, threshold, alpha, labels[key])
+        case, missing = _compare_case(b, n, suite, threshold, alpha, labels[key])
         if case is not None:
             result.cases.append(case)
         else:
@@ -474,7 +250,7 @@ def _brief(result: CaseResult, label: str) -> dict:
     return {"key": result.spec.key, "name": result.spec.name, "label": label, "status": result.status}
 
 
-def _compare_case(base: CaseResult, new: CaseResult, threshold: float, alpha: float, label: str):
+def _compare_case(base: CaseResult, new: CaseResult, suite: Suite, threshold: float, alpha: float, label: str):
     """(CaseComparison, None) when both sides have a common timing, else (None, reason dict)."""
     brief = {"key": base.spec.key, "name": base.spec.name, "label": label,
              "base_status": base.status, "new_status": new.status}
@@ -482,7 +258,7 @@ def _compare_case(base: CaseResult, new: CaseResult, threshold: float, alpha: fl
         bad = [f"{side}: {r.status}" + (f" ({_one_line(r.error)})" if r.error else "")
                for side, r in (("base", base), ("new", new)) if not r.ok]
         return None, dict(brief, reason="; ".join(bad))
-    bt, nt = case_timings(base), case_timings(new)
+    bt, nt = suite.timings(base), suite.timings(new)
     shared = [m for m in METRICS if m in bt and m in nt]
     if not shared:
         return None, dict(brief, reason="no timing present in both reports")
@@ -491,14 +267,14 @@ def _compare_case(base: CaseResult, new: CaseResult, threshold: float, alpha: fl
     base_total = sum(m.base_ms for m in metrics if m.base_ms is not None)
     new_total = sum(m.new_ms for m in metrics if m.new_ms is not None)
     ratio = new_total / base_total if base_total > 0 and all(m.ratio is not None for m in metrics) else None
-    basis = "mann-whitney" if all(m.basis == "mann-whitney" for m in metrics) else "threshold-only"
-    case = CaseComparison(base.spec.key, base.spec.name, label, case_category(base),
+    basis = next(b for b in reversed(BASES) if any(m.basis == b for m in metrics))  # the weakest
+    case = CaseComparison(base.spec.key, base.spec.name, label, suite.category(base),
                           dict(base.spec.params), metrics, verdict, ratio, basis)
     return case, None
 
 
 def _one_line(text: str) -> str:
-    lines = [l for l in str(text).strip().splitlines() if l.strip()]
+    lines = [line for line in str(text).strip().splitlines() if line.strip()]
     return lines[-1][:120] if lines else ""
 
 
@@ -516,15 +292,33 @@ def _beyond(ratio: float, threshold: float) -> int:
     return 1 if change > limit else -1 if change < -limit else 0
 
 
+def _pct(ratio: float) -> str:
+    return f"{(ratio - 1) * 100:+.1f}%"
+
+
+# --------------------------------------------------------------------------- verdict rules
+
+
 def compare_timings(metric: str, base: Timing, new: Timing, threshold: float, alpha: float) -> MetricComparison:
     """The verdict rule for one timed quantity; see the module docstring."""
     if base.has_samples and new.has_samples:
-        return _compare_samples(metric, base, new, threshold, alpha)
-    # Without samples on both sides, compare like with like: medians when both have one,
-    # else averages (opperf's statistic).
+        bm, nm = base.measurement, new.measurement
+        resolution = max(base.resolution_ms, new.resolution_ms)
+        if bm.round_count > 1 and nm.round_count > 1:
+            return _compare_rounds(metric, bm, nm, resolution, threshold, alpha)
+        return _compare_one_process(metric, bm, nm, resolution, threshold, alpha)
+    return _compare_summaries(metric, base, new, threshold)
+
+
+def _compare_summaries(metric: str, base: Timing, new: Timing, threshold: float) -> MetricComparison:
+    """Without samples on both sides, compare like with like: medians when both have one, else
+    averages (opperf's statistic), on the threshold alone."""
     statistic = "median" if base.median_ms is not None and new.median_ms is not None else "mean"
-    b = base.median_ms if statistic == "median" else (base.mean_ms if base.mean_ms is not None else base.center_ms)
-    n = new.median_ms if statistic == "median" else (new.mean_ms if new.mean_ms is not None else new.center_ms)
+
+    def figure(t: Timing):
+        return t.median_ms if statistic == "median" else (t.mean_ms if t.mean_ms is not None else t.center_ms)
+
+    b, n = figure(base), figure(new)
     result = MetricComparison(metric, b, n, None, "noisy", "threshold-only", statistic,
                               n_base=len(base.samples_ms or ()) or None, n_new=len(new.samples_ms or ()) or None)
     if b is None or n is None or b <= 0 or n <= 0:
@@ -532,27 +326,49 @@ def compare_timings(metric: str, base: Timing, new: Timing, threshold: float, al
         return result
     result.ratio = n / b
     result.verdict = {1: "slower", -1: "faster", 0: "same"}[_beyond(result.ratio, threshold)]
-    result.reason = "no raw samples; verdict from the threshold alone"
+    result.reason = f"change {_pct(result.ratio)}; no raw samples, so the verdict rests on the threshold alone"
     return result
 
 
-def _spans_both_ways(result: MetricComparison, threshold: float) -> bool:
-    """The ratio bounds reach past the threshold on both sides: "same" would be a guess."""
-    if result.ratio_low is None or result.ratio_high is None:
+def _not_measurable(result: MetricComparison, delta_ms: float, resolution_ms: float, threshold: float) -> bool:
+    """A change past the threshold but within CLOCK_STEPS of the clock: noisy, with the reason."""
+    if _beyond(result.ratio, threshold) == 0 or not within_step(delta_ms, CLOCK_STEPS * resolution_ms):
         return False
-    below = result.ratio_low <= 0 or _beyond(result.ratio_low, threshold) < 0
-    return below and _beyond(result.ratio_high, threshold) > 0
+    result.reason = (f"change {_pct(result.ratio)} is {abs(delta_ms) * 1e3:.3g} µs, within {CLOCK_STEPS} steps of "
+                     f"the clock ({resolution_ms * 1e3:g} µs each): not measurable")
+    return True
 
 
-def _tight(base: Measurement, new: Measurement, threshold: float) -> bool:
-    """Without confidence intervals (n < 6), "same" needs both spreads inside the threshold."""
-    return all(m.relative_iqr is not None and m.relative_iqr < threshold for m in (base, new))
+def _compare_rounds(metric: str, bm: Measurement, nm: Measurement, resolution: float, threshold: float,
+                    alpha: float) -> MetricComparison:
+    """Median of round medians; Welch's t-test on their logarithms (a round is one piece of
+    evidence, however many samples it holds)."""
+    result = MetricComparison(metric, bm.center, nm.center, None, "noisy", "rounds", "median of round medians",
+                              n_base=bm.n, n_new=nm.n, rounds_base=bm.round_count, rounds_new=nm.round_count)
+    if min(bm.round_medians) <= 0 or min(nm.round_medians) <= 0:
+        result.reason = "a round median of 0 ms: the ratio is undefined"
+        return result
+    result.ratio = nm.center / bm.center
+    if _not_measurable(result, nm.center - bm.center, resolution, threshold):
+        return result
+    test = welch_on_logs(bm.round_medians, nm.round_medians)
+    result.p_value, result.test_method = test.p_value, test.method
+    result.ratio_low, result.ratio_high = test.ratio_ci95
+    evidence = (f"{bm.round_count} vs {nm.round_count} rounds; between-round spread "
+                f"{_spread_pct(bm)} vs {_spread_pct(nm)}")
+    _decide(result, threshold, alpha, evidence, "Welch t on log round medians")
+    return result
 
 
-def _compare_samples(metric: str, base: Timing, new: Timing, threshold: float, alpha: float) -> MetricComparison:
-    bm, nm = base.measurement, new.measurement
-    result = MetricComparison(metric, bm.median, nm.median, None, "noisy", "mann-whitney", "median",
-                              n_base=bm.n, n_new=nm.n)
+def _spread_pct(m: Measurement) -> str:
+    return "---" if m.round_spread is None else f"{m.round_spread * 100:.1f}%"
+
+
+def _compare_one_process(metric: str, bm: Measurement, nm: Measurement, resolution: float, threshold: float,
+                         alpha: float) -> MetricComparison:
+    """Reports without rounds: a U test on the samples of one process per side, flagged as such."""
+    result = MetricComparison(metric, bm.median, nm.median, None, "noisy", "one-process", "median",
+                              n_base=bm.n, n_new=nm.n, rounds_base=bm.round_count, rounds_new=nm.round_count)
     if bm.median <= 0 or nm.median <= 0:
         result.reason = "a median of 0 ms; the ratio is undefined"
         return result
@@ -563,150 +379,45 @@ def _compare_samples(metric: str, base: Timing, new: Timing, threshold: float, a
     if bm.n < MIN_SAMPLES or nm.n < MIN_SAMPLES:
         result.reason = f"too few samples ({bm.n} vs {nm.n}; need at least {MIN_SAMPLES} each)"
         return result
-    test = mann_whitney_u(bm.samples_ms, nm.samples_ms)
+    if _not_measurable(result, nm.median - bm.median, resolution, threshold):
+        return result
+    test = mann_whitney(bm.samples_ms, nm.samples_ms)
     result.p_value, result.test_method = test.p_value, test.method
-    direction = _beyond(result.ratio, threshold)
-    change = f"{(result.ratio - 1) * 100:+.1f}%"
-    resolution = max(base.resolution_ms, new.resolution_ms)
-    if direction == 0 and _spans_both_ways(result, threshold):
-        result.reason = (f"change {change}, but the medians' confidence intervals allow anything from "
-                         f"{(result.ratio_low - 1) * 100:+.0f}% to {(result.ratio_high - 1) * 100:+.0f}%; samples too spread")
-    elif direction == 0 and result.ratio_low is None and not _tight(bm, nm, threshold):
-        result.reason = (f"change {change}, but with fewer than 6 samples a side there is no confidence interval, "
-                         f"and the IQR/median of the samples is not under ±{threshold * 100:g}%")
-    elif direction != 0 and within_step(nm.median - bm.median, resolution):
-        result.reason = f"change {change} is within the clock's {resolution:g} ms step; not measurable"
-    elif direction == 0:
-        result.verdict = "same"
-        result.reason = f"change {change} within ±{threshold * 100:g}%"
-    elif test.p_value < alpha:
-        result.verdict = "slower" if direction > 0 else "faster"
-        result.reason = f"change {change}, p={test.p_value:.3g} < {alpha:g}"
-    else:
-        result.reason = f"change {change} not confirmed by the U test (p={test.p_value:.3g} ≥ {alpha:g}); samples too spread or too few"
+    if result.ratio_low is None and _beyond(result.ratio, threshold) == 0 and not _tight(bm, nm, threshold):
+        result.reason = (f"change {_pct(result.ratio)}, but with fewer than 6 samples a side there is no confidence "
+                         f"interval, and the IQR/median of the samples is not under ±{threshold * 100:g}%")
+        return result
+    evidence = (f"{bm.n} vs {nm.n} samples from one process per side, which cannot separate process noise "
+                "from a change (time with --rounds)")
+    _decide(result, threshold, alpha, evidence, "Mann-Whitney U on the samples")
     return result
 
 
-# --------------------------------------------------------------------------- environment
+def _tight(base: Measurement, new: Measurement, threshold: float) -> bool:
+    """Without confidence intervals (n < 6), "same" needs both spreads inside the threshold."""
+    return all(m.relative_iqr is not None and m.relative_iqr < threshold for m in (base, new))
 
 
-def flatten(data, prefix: str = "") -> Dict[str, object]:
-    """Nested dicts → {"a.b.c": leaf}; lists stay leaves (compared whole)."""
-    flat: Dict[str, object] = {}
-    if isinstance(data, dict):
-        for key, value in data.items():
-            name = f"{prefix}.{key}" if prefix else str(key)
-            if isinstance(value, dict):
-                flat.update(flatten(value, name))
-            else:
-                flat[name] = value
-    return flat
+def _decide(result: MetricComparison, threshold: float, alpha: float, evidence: str, test: str) -> None:
+    """Set verdict and reason from the ratio, its 95% bounds and the test's p-value."""
+    direction = _beyond(result.ratio, threshold)
+    change = _pct(result.ratio)
+    if direction == 0 and _spans_both_ways(result, threshold):
+        result.reason = (f"change {change}, but the evidence allows anything from {_pct(result.ratio_low)} to "
+                         f"{_pct(result.ratio_high)} ({evidence})")
+    elif direction == 0:
+        result.verdict = "same"
+        result.reason = f"change {change} within ±{threshold * 100:g}% ({evidence})"
+    elif result.p_value < alpha:
+        result.verdict = "slower" if direction > 0 else "faster"
+        result.reason = f"change {change}, {test} p={result.p_value:.3g} < {alpha:g} ({evidence})"
+    else:
+        result.reason = f"change {change} not confirmed: {test} p={result.p_value:.3g} ≥ {alpha:g} ({evidence})"
 
 
-def timing_relevant(key: str) -> bool:
-    lowered = key.lower()
-    if lowered in ALWAYS_RELEVANT_KEYS:
-        return True
-    if any(fnmatch.fnmatchcase(lowered, p) for p in ENV_KEY_IGNORED):
+def _spans_both_ways(result: MetricComparison, threshold: float) -> bool:
+    """The ratio bounds reach past the threshold on both sides: "same" would be a guess."""
+    if result.ratio_low is None or result.ratio_high is None:
         return False
-    return any(fnmatch.fnmatchcase(lowered, p) for p in ENV_KEY_PATTERNS)
-
-
-def environment_differences(base: Report, new: Report) -> List[dict]:
-    """Timing-relevant environment keys (and the thread and profiler settings) whose values differ.
-
-    Only keys both reports recorded are compared: a key on one side only comes from a newer
-    version of the suite (a baseline from before it recorded TF32 settings must still gate).
-    What one key per block always records catches the rest: a framework that failed to import
-    has `version: null`, a GPU run differs in `torch.cuda_available` and `nvidia_driver`.
-    """
-    b = flatten(base.environment)
-    n = flatten(new.environment)
-    for key, value in flatten(base.settings, "settings").items():
-        if "thread" in key.lower() or key == "settings.profiler":
-            b[key] = value
-    for key, value in flatten(new.settings, "settings").items():
-        if "thread" in key.lower() or key == "settings.profiler":
-            n[key] = value
-    keys = sorted(k for k in set(b) & set(n) if timing_relevant(k))
-    return [{"key": k, "base": b.get(k), "new": n.get(k)} for k in keys if b.get(k) != n.get(k)]
-
-
-# --------------------------------------------------------------------------- Markdown
-
-
-def _fmt(value: Optional[float], spec: Optional[str] = None) -> str:
-    """Times keep 4 significant digits with trailing zeros (1.000, 0.01230), whole ms past 1000."""
-    if value is None:
-        return "---"
-    if spec is None:
-        spec = ".0f" if abs(value) >= 1000 else "#.4g"
-    return format(value, spec)
-
-
-def _env_value(value) -> str:
-    if value is None:
-        return "---"
-    if isinstance(value, list):
-        return ", ".join(str(v) for v in value) or "(none)"
-    return str(value)
-
-
-def _change(ratio: Optional[float]) -> str:
-    return "---" if ratio is None else f"{(ratio - 1) * 100:+.1f}%"
-
-
-def format_markdown(comparison: Comparison, chart_links: str = "") -> str:
-    """The Markdown view of a Comparison (tables in GitHub style)."""
-    from tabulate import tabulate
-
-    c = comparison
-    out = [f"# Comparison ({c.suite})", ""]
-    if c.base_source or c.new_source:
-        out += [f"- base: `{c.base_source}`", f"- new: `{c.new_source}`"]
-    out += [
-        f"- effect threshold: {c.threshold * 100:g}%; significance: Mann–Whitney U, alpha {c.alpha:g}",
-        "- ratio = new / base (median with raw samples, average without); < 1 is faster",
-    ]
-    if c.gate is not None:
-        g = c.gate
-        failing = [f"{x['label']} ({x['slowdown_pct']:+.1f}%)" for x in g["slower"]] + \
-                  [f"{x['label']} ({x['new_status']})" for x in g["broken"]]
-        out += [f"- gate (--fail-above {g['fail_above_pct']:g}%): " + ("**passed**" if g["passed"] else
-                f"**failed** — {', '.join(failing)}")]
-    out += [""]
-    if c.env_differences:
-        out += ["## Environment differences", ""]
-        if c.env_mismatch_allowed:
-            out += ["Compared anyway (--allow-env-mismatch): timings may differ for these reasons.", ""]
-        rows = [[d["key"], _env_value(d["base"]), _env_value(d["new"])] for d in c.env_differences]
-        out += [tabulate(rows, ["Key", "Base", "New"], tablefmt="github", disable_numparse=True), ""]
-    out += ["## Summary", ""]
-    rows = [[s.category, s.cases, _fmt(s.geomean_ratio), _change(s.geomean_ratio)]
-            + [s.counts[v] for v in VERDICTS] for s in c.summary]
-    out += [tabulate(rows, ["Category", "Cases", "Geomean ratio", "Change", *VERDICTS], tablefmt="github",
-                     disable_numparse=True), ""]
-    if any(case.basis == "threshold-only" for case in c.cases):
-        out += ["Cases marked *threshold-only* have no raw samples on one side (e.g. opperf's native "
-                "averages): their verdict rests on the threshold alone, without a significance test.", ""]
-    out += ["## Cases", ""]
-    rows = []
-    for case in sorted(c.cases, key=lambda k: -(k.ratio or 0)):
-        for m in case.metrics:
-            why = m.reason if m.verdict == "noisy" else ""  # the one verdict that needs its reason
-            rows.append([case.label, case.category, m.metric, _fmt(m.base_ms), _fmt(m.new_ms), _fmt(m.ratio, ".3f"),
-                         _change(m.ratio), _fmt(m.p_value, ".3g"), m.verdict, m.basis, why.replace("|", "\\|")])
-    headers = ["Case", "Category", "Metric", "Base (ms)", "New (ms)", "Ratio", "Change", "p", "Verdict", "Basis", "Why noisy"]
-    out += [tabulate(rows, headers, tablefmt="github", disable_numparse=True) if rows else "No case measured in both reports.", ""]
-    for title, items in (("Only in base", c.only_in_base), ("Only in new", c.only_in_new)):
-        if items:
-            out += [f"## {title} ({len(items)})", ""]
-            out += [tabulate([[i["label"], i["status"]] for i in items], ["Case", "Status"], tablefmt="github",
-                             disable_numparse=True), ""]
-    if c.unmeasured:
-        out += [f"## Not measured on both sides ({len(c.unmeasured)})", ""]
-        out += [tabulate([[i["label"], i["reason"]] for i in c.unmeasured], ["Case", "Why"], tablefmt="github",
-                         disable_numparse=True), ""]
-    if chart_links:
-        out += [chart_links.rstrip(), ""]
-    return "\n".join(out)
+    below = result.ratio_low <= 0 or _beyond(result.ratio_low, threshold) < 0
+    return below and _beyond(result.ratio_high, threshold) > 0

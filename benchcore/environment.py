@@ -8,12 +8,13 @@ asked for; a missing one is recorded as null.
 from __future__ import annotations
 
 import datetime
+import fnmatch
 import os
 import platform
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any, Callable, Iterable, Optional
+from typing import Any, Callable, Dict, Iterable, List, Optional
 
 THREAD_VARIABLES = (
     "OMP_NUM_THREADS",
@@ -145,3 +146,71 @@ def collect(suite: str, argv: Optional[Iterable[str]] = None, frameworks: Iterab
         env["torch"] = torch_info()
     env.update(extra or {})
     return env
+
+
+#: Environment keys (flattened with dots, matched case-insensitively as globs) whose values
+#: change timings: interpreter and framework versions, CPU and GPU model, thread settings,
+#: device. Anything else (hostname, time, argv, paths) differs between any two runs.
+ENV_KEY_PATTERNS = (
+    "*python*", "*mxnet*", "*torch*", "*numpy*", "*cpu*", "*processor*", "*gpu*", "*cuda*",
+    "*cudnn*", "*nvidia*", "*thread*", "*omp_*", "*mkl*", "*device*",
+)
+#: Exact keys that always count, whatever the patterns say: how the numbers were taken (a
+#: profiler's kernel times and a wall clock around the Python call are different quantities),
+#: and whether torch had a GPU ("*available*" is ignored for memory figures).
+ALWAYS_RELEVANT_KEYS = ("engine", "timer", "settings.profiler", "torch.cuda_available")
+#: Settings keys that name the measuring method (opbench's engine): compared like the environment.
+METHOD_SETTINGS = ("settings.profiler",)
+ENV_KEY_IGNORED = (
+    "system.*",  # noise diagnostics (load, governor, busy processes): warned about, not identity
+    "*time*", "*date*", "*host*", "*argv*", "*pid*", "*path*", "*executable*", "*freq*",
+    "*load*", "*usage*", "*percent*", "*available*", "*uptime*", "*git*", "*commit*", "*cwd*",
+    "*seed*", "*command*",
+)
+
+
+# --------------------------------------------------------------------------- differences between two reports
+
+
+def flatten(data, prefix: str = "") -> Dict[str, object]:
+    """Nested dicts → {"a.b.c": leaf}; lists stay leaves (compared whole)."""
+    flat: Dict[str, object] = {}
+    if isinstance(data, dict):
+        for key, value in data.items():
+            name = f"{prefix}.{key}" if prefix else str(key)
+            if isinstance(value, dict):
+                flat.update(flatten(value, name))
+            else:
+                flat[name] = value
+    return flat
+
+
+def timing_relevant(key: str) -> bool:
+    lowered = key.lower()
+    if lowered in ALWAYS_RELEVANT_KEYS:
+        return True
+    if any(fnmatch.fnmatchcase(lowered, p) for p in ENV_KEY_IGNORED):
+        return False
+    return any(fnmatch.fnmatchcase(lowered, p) for p in ENV_KEY_PATTERNS)
+
+
+def environment_differences(base, new) -> List[dict]:
+    """Timing-relevant environment keys (and the thread and profiler settings) whose values differ.
+
+    Only keys both reports recorded are compared: a key on one side only comes from a newer
+    version of the suite (a baseline from before it recorded TF32 settings must still gate).
+    What one key per block always records catches the rest: a framework that failed to import
+    has `version: null`, a GPU run differs in `torch.cuda_available` and `nvidia_driver`.
+    """
+    b, n = _comparable_keys(base), _comparable_keys(new)
+    keys = sorted(k for k in set(b) & set(n) if timing_relevant(k))
+    return [{"key": k, "base": b.get(k), "new": n.get(k)} for k in keys if b.get(k) != n.get(k)]
+
+
+def _comparable_keys(report) -> Dict[str, object]:
+    """The environment, flattened, plus the settings that say how the numbers were taken."""
+    flat = flatten(report.environment)
+    for key, value in flatten(report.settings, "settings").items():
+        if "thread" in key.lower() or key in METHOD_SETTINGS:
+            flat[key] = value
+    return flat

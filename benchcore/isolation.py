@@ -32,8 +32,9 @@ import sys
 import tempfile
 import time
 import traceback
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Dict, Iterable, Iterator, List, Optional
+from typing import Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
 from .case import CaseSpec
 from .errors import SkipCase, UsageError, error_summary
@@ -147,12 +148,16 @@ _PRCTL = _find_prctl()  # looked up here: the forked child must not import or lo
 
 
 class Worker:
-    """One worker subprocess plus the file its stderr goes to."""
+    """One worker subprocess plus the file its stderr goes to.
 
-    def __init__(self, executor: str, env: Optional[Dict[str, str]] = None):
+    `python` is the interpreter it runs under: this one by default; another environment's
+    (an A/B run of two framework builds) imports this suite's code from `env`'s PYTHONPATH.
+    """
+
+    def __init__(self, executor: str, env: Optional[Dict[str, str]] = None, python: Optional[str] = None):
         self.stderr_file = tempfile.TemporaryFile(mode="w+b")
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "benchcore.isolation", executor],
+            [python or sys.executable, "-m", "benchcore.isolation", executor],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=self.stderr_file,
@@ -255,11 +260,29 @@ class Worker:
         self.stderr_file.close()
 
 
+@dataclass(frozen=True)
+class Slot:
+    """One execution of a case: which round it belongs to, and in an A/B run which side.
+
+    A sweep of N rounds runs every case N times, each round in fresh worker processes; an A/B
+    run does that for two environments ("base", "new"). A plain sweep is round 1, side "".
+    """
+
+    spec: CaseSpec
+    round: int = 1
+    side: str = ""
+
+    @property
+    def key(self) -> tuple:
+        return (self.side, self.round, self.spec.key)
+
+
 class Checkpoint:
     """An append-only JSON Lines file: a header with the run's options, then finished CaseResults.
 
     The header lets a resume refuse to mix samples taken under other settings (a different
     --runs, warmup, profiler, threads or seed) into one report that states a single setting.
+    Each result line also records its slot (round and side); lines without one are round 1.
     """
 
     HEADER = "checkpoint_options"
@@ -277,9 +300,9 @@ class Checkpoint:
             if isinstance(record, dict):
                 yield record
 
-    def load(self) -> Dict[str, CaseResult]:
-        """Results by case key."""
-        results: Dict[str, CaseResult] = {}
+    def load(self) -> Dict[tuple, CaseResult]:
+        """Results by slot key (side, round, case key)."""
+        results: Dict[tuple, CaseResult] = {}
         if not self.path.exists():
             return results
         for record in self._records():
@@ -287,9 +310,10 @@ class Checkpoint:
                 continue
             try:
                 result = CaseResult.from_dict(record)
+                slot = Slot(result.spec, int(record.get("round", 1)), str(record.get("side", "")))
             except (KeyError, ValueError, TypeError):
                 continue
-            results[result.spec.key] = result
+            results[slot.key] = result
         return results
 
     def options(self) -> Optional[dict]:
@@ -299,8 +323,11 @@ class Checkpoint:
     def start(self, options: dict) -> None:
         self._write({self.HEADER: _comparable(options)})
 
-    def append(self, result: CaseResult) -> None:
-        self._write(result.to_dict())
+    def append(self, result: CaseResult, slot: Optional[Slot] = None) -> None:
+        record = result.to_dict()
+        if slot is not None and (slot.round, slot.side) != (1, ""):
+            record.update(round=slot.round, side=slot.side)
+        self._write(record)
 
     def _write(self, record: dict) -> None:
         with open(self.path, "a") as handle:
@@ -347,8 +374,26 @@ def _result(spec: CaseSpec, answer: dict) -> CaseResult:
     )
 
 
-def run_cases(
-    specs: Iterable[CaseSpec],
+def check_checkpoint(path, options: dict, resume: bool) -> bool:
+    """Whether a checkpoint at `path` is there to resume; a UsageError when it is there without
+    --resume, or holds cases measured under other options. Called before a sweep prints or
+    measures anything, so a refusal is the only line it prints."""
+    store = Checkpoint(path)
+    if not store.path.exists():
+        return False
+    if not resume:
+        raise UsageError(f"checkpoint {store.path} exists from an interrupted run; pass --resume to continue it or delete it")
+    store.check_resumable(options)
+    return True
+
+
+def run_cases(specs: Iterable[CaseSpec], executor: str, options: Optional[dict] = None, **kwargs) -> List[CaseResult]:
+    """Every spec once, in the order given, in one worker: one CaseResult per spec (see run_slots)."""
+    return [result for _slot, result in run_slots([Slot(spec) for spec in specs], executor, options, **kwargs)]
+
+
+def run_slots(
+    slots: Sequence[Slot],
     executor: str,
     options: Optional[dict] = None,
     *,
@@ -358,46 +403,71 @@ def run_cases(
     resume: bool = False,
     memory_limit_bytes: Optional[int] = None,
     env: Optional[Dict[str, str]] = None,
+    pythons: Optional[Dict[str, str]] = None,
     on_start: Optional[Callable[[CaseSpec, int, int], None]] = None,
     on_result: Optional[Callable[[CaseResult], None]] = None,
-) -> List[CaseResult]:
-    """Run every spec and return one CaseResult per spec, in the order given.
+) -> List[Tuple[Slot, CaseResult]]:
+    """Run every slot, in the order given; (slot, result) pairs in that order.
 
-    With a checkpoint path, finished results are appended as they arrive; an existing
-    checkpoint is refused unless resume is set (it holds an interrupted run's results), and
-    with resume its cases are taken from it instead of being run again.
+    Each side ("" or an A/B run's "base"/"new") has its own worker, under `pythons[side]` when
+    given; all workers are replaced when the round changes, so each round is timed in fresh
+    processes. With a checkpoint path, finished results are appended as they arrive; an existing
+    checkpoint is refused unless resume is set (it holds an interrupted run's results), and with
+    resume its slots are taken from it instead of being run again.
     """
-    specs = list(specs)
+    slots = list(slots)
     options = options or {}
     store = Checkpoint(checkpoint) if checkpoint else None
-    done: Dict[str, CaseResult] = {}
-    if store and store.path.exists():
-        if not resume:
-            raise UsageError(f"checkpoint {store.path} exists from an interrupted run; pass --resume to continue it or delete it")
-        store.check_resumable(options)
+    done: Dict[tuple, CaseResult] = {}
+    if store and check_checkpoint(store.path, options, resume):
         done = store.load()
     elif store:
         store.start(options)
-    runner = _InProcess(executor) if not isolate else _Isolated(executor, env, memory_limit_bytes)
-    results: List[CaseResult] = []
+    runners = _Runners(executor, isolate, env, memory_limit_bytes, pythons or {})
+    results: List[Tuple[Slot, CaseResult]] = []
     try:
-        for index, spec in enumerate(specs):
-            if spec.key in done:
-                result = done[spec.key]
-            else:
+        for index, slot in enumerate(slots):
+            result = done.get(slot.key)
+            if result is None:
                 if on_start:
-                    on_start(spec, index, len(specs))
-                result = _result(spec, runner.run(spec, options, timeout_s))
+                    on_start(slot.spec, index, len(slots))
+                result = _result(slot.spec, runners.run(slot, options, timeout_s))
                 if store:
-                    store.append(result)
-            results.append(result)
+                    store.append(result, slot)
+            results.append((slot, result))
             if on_result:
                 on_result(result)
-    except BaseException:  # Ctrl-C or an error here: stop the worker now, not after a grace period
-        runner.close(kill=True)
+    except BaseException:  # Ctrl-C or an error here: stop the workers now, not after a grace period
+        runners.close(kill=True)
         raise
-    runner.close()
+    runners.close()
     return results
+
+
+class _Runners:
+    """One runner per side, all replaced when a new round starts."""
+
+    def __init__(self, executor: str, isolate: bool, env, memory_limit_bytes, pythons: Dict[str, str]):
+        self.executor, self.isolate, self.env = executor, isolate, env
+        self.memory_limit_bytes, self.pythons = memory_limit_bytes, pythons
+        self.by_side: Dict[str, object] = {}
+        self.round: Optional[int] = None
+
+    def run(self, slot: Slot, options: dict, timeout_s):
+        if slot.round != self.round:
+            self.close()
+            self.round = slot.round
+        runner = self.by_side.get(slot.side)
+        if runner is None:
+            runner = (_Isolated(self.executor, self.env, self.memory_limit_bytes, self.pythons.get(slot.side))
+                      if self.isolate else _InProcess(self.executor))
+            self.by_side[slot.side] = runner
+        return runner.run(slot.spec, options, timeout_s)
+
+    def close(self, kill: bool = False):
+        for runner in self.by_side.values():
+            runner.close(kill=kill)
+        self.by_side = {}
 
 
 class _InProcess:
@@ -412,10 +482,11 @@ class _InProcess:
 
 
 class _Isolated:
-    def __init__(self, executor: str, env, memory_limit_bytes):
+    def __init__(self, executor: str, env, memory_limit_bytes, python: Optional[str] = None):
         self.executor = executor
         self.env = env
         self.memory_limit_bytes = memory_limit_bytes
+        self.python = python
         self.worker: Optional[Worker] = None
 
     def run(self, spec, options, timeout_s):
@@ -436,7 +507,7 @@ class _Isolated:
             self.worker.close()
             self.worker = None
         if start:
-            self.worker = Worker(self.executor, self.env)
+            self.worker = Worker(self.executor, self.env, self.python)
 
     def close(self, kill: bool = False):
         if kill and self.worker is not None:

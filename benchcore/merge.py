@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Dict, List, Optional, Sequence
 
-from .compare import environment_differences
+from .environment import environment_differences
 from .errors import UsageError
 from .report import CaseResult, Report
 

@@ -15,9 +15,11 @@ import os
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
-from .compare import VERDICTS, Comparison, case_category, case_labels, case_timings
+from .compare import VERDICTS, Comparison
 from .errors import UsageError
+from .labels import case_labels
 from .report import CaseResult, Report, ensure_folder, write_bytes_atomic
+from .suite import Suite
 
 #: operators shown in the "slowest" chart
 TOP_N = 25
@@ -76,13 +78,13 @@ def _labels(results: Sequence[CaseResult]) -> Dict[str, str]:
     return case_labels(results, max_len=40)
 
 
-def _timed(report: Report) -> List[tuple]:
+def _timed(report: Report, suite: Suite) -> List[tuple]:
     """(result, forward ms, backward ms or 0) for every ok case with a forward time."""
     rows = []
     for r in report.results:
         if not r.ok:
             continue
-        t = case_timings(r)
+        t = suite.timings(r)
         fwd = t["forward"].center_ms if "forward" in t else None
         if fwd is None:
             continue
@@ -94,17 +96,19 @@ def _timed(report: Report) -> List[tuple]:
 # --------------------------------------------------------------------------- report charts
 
 
-def write_report_charts(report: Report, out_dir) -> List[Path]:
-    """All charts for one report; the file names start with the suite. Empty list: nothing timed."""
+def write_report_charts(report: Report, out_dir, suite: Optional[Suite] = None) -> List[Path]:
+    """All charts for one report, in the suite's chart style; the file names start with the
+    suite. Empty list: nothing timed."""
+    suite = suite or Suite(report.suite)
     folder = _out_dir(out_dir)
-    rows = _timed(report)
+    rows = _timed(report, suite)
     if not rows:
         return []
-    if report.suite == "rnnbench":
-        return [_runner_bars(report, folder)]
+    if suite.chart_style == "runners":
+        return [_runner_bars(report, suite, folder)]
     paths = [_slowest_cases(report, rows, folder)]
-    if any(case_category(r) != "all" for r, _, _ in rows):
-        paths.append(_per_category(report, rows, folder))
+    if any(suite.category(r) != "all" for r, _, _ in rows):
+        paths.append(_per_category(report, suite, rows, folder))
     return paths
 
 
@@ -129,11 +133,11 @@ def _slowest_cases(report: Report, rows: List[tuple], folder: Path) -> Path:
     return _save(fig, folder / f"{report.suite}_slowest.png")
 
 
-def _per_category(report: Report, rows: List[tuple], folder: Path) -> Path:
+def _per_category(report: Report, suite: Suite, rows: List[tuple], folder: Path) -> Path:
     """Summed forward and backward time per category: which family dominates a sweep."""
     totals: Dict[str, List[float]] = {}
     for r, f, b in rows:
-        entry = totals.setdefault(case_category(r), [0.0, 0.0, 0])
+        entry = totals.setdefault(suite.category(r), [0.0, 0.0, 0])
         entry[0] += f
         entry[1] += b
         entry[2] += 1
@@ -154,16 +158,19 @@ def _per_category(report: Report, rows: List[tuple], folder: Path) -> Path:
 
 
 def _spread(timing) -> Optional[tuple]:
-    """(below, above) the median: the interquartile range, the spread that ignores spikes."""
+    """(below, above) the shown figure: the range of the round medians with rounds, else the
+    interquartile range (the spread that ignores spikes)."""
     m = timing.measurement if timing is not None else None
     if m is None or m.n < 2:
         return None
+    if m.round_count > 1:
+        return (m.center - min(m.round_medians), max(m.round_medians) - m.center)
     return (m.median - m.percentile(25), m.percentile(75) - m.median)
 
 
-def _runner_bars(report: Report, folder: Path) -> Path:
-    """Forward and backward median per runner, whiskers spanning the IQR."""
-    results = [r for r in report.results if r.ok and "forward" in case_timings(r)]
+def _runner_bars(report: Report, suite: Suite, folder: Path) -> Path:
+    """Forward and backward figure per runner, whiskers spanning the rounds (or the IQR)."""
+    results = [r for r in report.results if r.ok and "forward" in suite.timings(r)]
     labels = _labels(results)
     fig = _figure(max(6.0, 1.0 + 0.9 * len(results)), 5)
     ax = fig.add_subplot()
@@ -171,7 +178,7 @@ def _runner_bars(report: Report, folder: Path) -> Path:
     for offset, metric, color in ((-width / 2, "forward", "#1f77b4"), (width / 2, "backward", "#ff7f0e")):
         xs, heights, errs = [], [], [[], []]
         for i, r in enumerate(results):
-            t = case_timings(r).get(metric)
+            t = suite.timings(r).get(metric)
             if t is None or t.center_ms is None:
                 continue
             xs.append(i + offset)
@@ -183,7 +190,7 @@ def _runner_bars(report: Report, folder: Path) -> Path:
             ax.bar(xs, heights, width, color=color, label=metric, yerr=errs, capsize=3, ecolor="black")
     ax.set_xticks(list(range(len(results))))
     ax.set_xticklabels([labels[r.spec.key] for r in results], rotation=30, ha="right", fontsize=8)
-    ax.set_ylabel("median time (ms); whiskers: interquartile range")
+    ax.set_ylabel("median time (ms); whiskers: round medians' range, or the IQR for one round")
     ax.set_title(f"{report.suite}: forward and backward per runner")
     ax.legend()
     ax.grid(axis="y", alpha=0.3)
@@ -196,8 +203,8 @@ def _runner_bars(report: Report, folder: Path) -> Path:
 def write_comparison_chart(comparison: Comparison, out_dir) -> Optional[Path]:
     """Ratio new/base per case, sorted, coloured by verdict; noisy cases grey and hatched.
 
-    Whiskers span the ratio bounds from the two medians' 95% CIs where both sides have
-    enough samples. None when no case was measured on both sides.
+    Whiskers span the 95% bounds of the ratio (from the rounds, or the medians' CIs) where the
+    evidence gives them. None when no case was measured on both sides.
     """
     folder = _out_dir(out_dir)
     cases = sorted((c for c in comparison.cases if c.ratio is not None), key=lambda c: c.ratio)
@@ -231,7 +238,7 @@ def write_comparison_chart(comparison: Comparison, out_dir) -> Optional[Path]:
     ax.axvspan(1.0 / (1.0 + t), 1.0 + t, color="#dddddd", alpha=0.5, zorder=0)
     ax.set_yticks(y)
     ax.set_yticklabels([f"{c.label} [{c.verdict}]" for c in cases], fontsize=7)
-    ax.set_xlabel(f"new / base (< 1 faster); shaded: ±{t * 100:g}% threshold; whiskers: from median 95% CIs")
+    ax.set_xlabel(f"new / base (< 1 faster); shaded: ±{t * 100:g}% threshold; whiskers: 95% bounds")
     shown = f"{len(cases)} most changed of {total}" if total > len(cases) else f"{total}"
     geo = comparison.overall_geomean
     ax.set_title(f"{comparison.suite}: ratio per case ({shown} cases)" + (f", geomean {geo:.3f}" if geo else ""))

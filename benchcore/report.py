@@ -16,7 +16,10 @@ from typing import List, Optional
 from .case import CaseSpec
 from .errors import UsageError
 
-SCHEMA_VERSION = 1
+#: 2 added rounds: a result's per-round record (`rounds`) and round boundaries in its samples.
+#: Version 1 reports (one process per case) are still read.
+SCHEMA_VERSION = 2
+READABLE_VERSIONS = (1, 2)
 #: ok: measured; failed: the case raised; crashed: the worker died (signal, abort);
 #: timeout: the case ran past its limit; skipped: not run, with a reason in `error`.
 STATUSES = ("ok", "failed", "crashed", "timeout", "skipped")
@@ -31,6 +34,9 @@ class CaseResult:
     error: Optional[str] = None
     stderr_tail: Optional[str] = None
     wall_s: Optional[float] = None
+    #: with --rounds N: one record per round (round, position in its shuffled order, status,
+    #: wall_s, error); None for a single-round result
+    rounds: Optional[List[dict]] = None
 
     def __post_init__(self):
         if self.status not in STATUSES:
@@ -49,6 +55,7 @@ class CaseResult:
             "error": self.error,
             "stderr_tail": self.stderr_tail,
             "wall_s": self.wall_s,
+            **({"rounds": self.rounds} if self.rounds is not None else {}),
         }
 
     @classmethod
@@ -60,6 +67,7 @@ class CaseResult:
             error=data.get("error"),
             stderr_tail=data.get("stderr_tail"),
             wall_s=data.get("wall_s"),
+            rounds=data.get("rounds"),
         )
 
 
@@ -93,8 +101,9 @@ class Report:
         if not isinstance(data, dict) or data.get("schema") != "benchcore-report":
             raise UsageError(f"{source} is not a benchcore report (no 'schema': 'benchcore-report'); pass a JSON report written by opbench or rnnbench")
         version = data.get("schema_version")
-        if version != SCHEMA_VERSION:
-            raise UsageError(f"{source} has report schema version {version}; this tool reads version {SCHEMA_VERSION}")
+        if version not in READABLE_VERSIONS:
+            raise UsageError(f"{source} has report schema version {version}; this tool reads versions "
+                             f"{', '.join(map(str, READABLE_VERSIONS))}")
         return cls(
             suite=data["suite"],
             environment=data.get("environment") or {},

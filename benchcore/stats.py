@@ -2,13 +2,22 @@
 
 All times are milliseconds. Statistics are properties computed from the samples, so nothing
 downstream can disagree with them or recompute them by hand.
+
+A Measurement may hold several rounds: the same case timed in separate worker processes (see
+benchcore.rounds). Samples from one process are evidence about that process (its memory layout,
+its caches, the machine's state at that minute), not independent evidence about the build: on a
+2-core VM two processes timing the same kernel differ by more than 50 samples inside either one
+do. So the samples keep their round boundaries, and the statistics that a comparison rests on
+are the rounds' own medians: their median, their spread, and the share of the variance that lies
+between rounds rather than within them.
 """
 
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass, field
-from typing import Optional, Sequence
+from typing import List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -53,11 +62,23 @@ class Measurement:
 
     samples_ms: Sequence[float]
     metadata: dict = field(default_factory=dict)
+    #: how many of the samples, in order, each round contributed; None: one round
+    round_sizes: Optional[Sequence[int]] = None
 
     def __post_init__(self):
         object.__setattr__(self, "samples_ms", tuple(float(s) for s in self.samples_ms))
         if not self.samples_ms:
             raise ValueError("a Measurement needs at least one sample")
+        sizes = tuple(int(k) for k in (self.round_sizes or (len(self.samples_ms),)))
+        if any(k < 1 for k in sizes) or sum(sizes) != len(self.samples_ms):
+            raise ValueError(f"round sizes {list(sizes)} do not split {len(self.samples_ms)} samples")
+        object.__setattr__(self, "round_sizes", sizes)
+
+    @classmethod
+    def from_rounds(cls, rounds: Sequence[Sequence[float]], metadata: Optional[dict] = None) -> "Measurement":
+        """One Measurement from each round's samples (rounds without samples are left out)."""
+        kept = [list(r) for r in rounds if len(r)]
+        return cls([s for r in kept for s in r], dict(metadata or {}), [len(r) for r in kept])
 
     @property
     def n(self) -> int:
@@ -105,6 +126,71 @@ class Measurement:
         rel = self.relative_iqr
         return rel is not None and rel >= NOISE_THRESHOLD
 
+    # ------------------------------------------------------------------ rounds
+
+    @property
+    def rounds(self) -> Tuple[Tuple[float, ...], ...]:
+        """The samples of each round, in the order the rounds ran."""
+        bounds = np.cumsum((0,) + self.round_sizes)
+        return tuple(self.samples_ms[a:b] for a, b in zip(bounds[:-1], bounds[1:]))
+
+    @property
+    def round_count(self) -> int:
+        return len(self.round_sizes)
+
+    @property
+    def round_medians(self) -> Tuple[float, ...]:
+        return tuple(float(np.median(r)) for r in self.rounds)
+
+    @property
+    def center(self) -> float:
+        """The figure a comparison judges: the median of the round medians (each process
+        weighs the same, whatever its sample count), or the median for one round."""
+        return float(np.median(self.round_medians)) if self.round_count > 1 else self.median
+
+    @property
+    def round_spread(self) -> Optional[float]:
+        """(largest - smallest round median) / center; None for one round or a zero center."""
+        if self.round_count < 2 or self.center <= 0:
+            return None
+        medians = self.round_medians
+        return (max(medians) - min(medians)) / self.center
+
+    @property
+    def between_round_fraction(self) -> Optional[float]:
+        """Share of the samples' variance that lies between rounds (0 to 1), from a one-way
+        random-effects analysis of variance: between-round variance component over the total.
+
+        Near 0: rounds agree and the scatter is inside each process; near 1: each process sits
+        at its own level, and only more rounds (not more runs) narrow down the build's figure.
+        None for one round, or when no round has two samples or every sample is equal.
+        """
+        k, n = self.round_count, self.n
+        if k < 2 or n <= k:
+            return None
+        data = [np.asarray(r, dtype=np.float64) for r in self.rounds]
+        grand = self._array.mean()
+        ss_between = sum(len(r) * (r.mean() - grand) ** 2 for r in data)
+        ss_within = sum(((r - r.mean()) ** 2).sum() for r in data)
+        ms_between, ms_within = ss_between / (k - 1), ss_within / (n - k)
+        n0 = (n - sum(len(r) ** 2 for r in data) / n) / (k - 1)
+        between = max(0.0, (ms_between - ms_within) / n0)
+        total = between + ms_within
+        return float(between / total) if total > 0 else None
+
+    def rounds_dict(self) -> Optional[dict]:
+        """The report's `rounds` block; None for a single round (old reports have none)."""
+        if self.round_count < 2:
+            return None
+        return {
+            "count": self.round_count,
+            "sizes": list(self.round_sizes),
+            "medians_ms": list(self.round_medians),
+            "median_ms": self.center,
+            "spread": self.round_spread,
+            "between_fraction": self.between_round_fraction,
+        }
+
     @property
     def median_ci95(self) -> Optional[tuple]:
         """95% confidence interval of the median; None with fewer than 6 samples."""
@@ -116,7 +202,7 @@ class Measurement:
 
     def to_dict(self) -> dict:
         ci = self.median_ci95
-        return {
+        data = {
             "unit": "ms",
             "n": self.n,
             "mean_ms": self.mean,
@@ -134,8 +220,70 @@ class Measurement:
             "samples_ms": list(self.samples_ms),
             "metadata": dict(self.metadata),
         }
+        rounds = self.rounds_dict()
+        if rounds is not None:
+            data["rounds"] = rounds
+        return data
 
     @classmethod
     def from_dict(cls, data: dict) -> "Measurement":
         """Rebuild from `to_dict` output; statistics are recomputed from the samples."""
-        return cls(samples_ms=data["samples_ms"], metadata=dict(data.get("metadata") or {}))
+        return cls(samples_ms=data["samples_ms"], metadata=dict(data.get("metadata") or {}),
+                   round_sizes=round_sizes_of(data))
+
+
+def round_sizes_of(data: dict) -> Optional[List[int]]:
+    """The round sizes a report dict records (a Measurement's `rounds.sizes`, or a profiler
+    phase's `round_sizes`); None when it records one round."""
+    rounds = data.get("rounds")
+    sizes = rounds.get("sizes") if isinstance(rounds, dict) else data.get("round_sizes")
+    return list(sizes) if isinstance(sizes, list) and len(sizes) > 1 else None
+
+
+# --------------------------------------------------------------------------- tests of a change
+
+
+@dataclass(frozen=True)
+class TestResult:
+    """A two-sided test of "no change": its p-value and which test gave it."""
+
+    p_value: float
+    method: str
+    #: for tests on log values: the 95% confidence bounds of new/base, else None
+    ratio_ci95: Optional[Tuple[float, float]] = None
+
+
+def mann_whitney(base: Sequence[float], new: Sequence[float]) -> TestResult:
+    """Two-sided Mann–Whitney U test on raw samples (scipy's automatic exact/asymptotic choice).
+
+    Right for samples that are independent draws; samples of one process are not independent
+    evidence about a build (see the module docstring), so compare uses it only for reports
+    without rounds.
+    """
+    from scipy.stats import mannwhitneyu
+
+    if len(set(base) | set(new)) == 1:  # every value equal: nothing to tell apart
+        return TestResult(1.0, "mann-whitney")
+    result = mannwhitneyu(new, base, alternative="two-sided", method="auto")
+    return TestResult(float(result.pvalue), "mann-whitney")
+
+
+def welch_on_logs(base: Sequence[float], new: Sequence[float], confidence: float = 0.95) -> TestResult:
+    """Welch's t-test on the logarithms of two sets of positive values (round medians).
+
+    Logs make the test about the ratio new/base, the quantity a user reads, and tame the right
+    skew of times. Welch's form does not assume both sides equally noisy. Rounds that agree
+    exactly on both sides (a coarse clock) leave no variance to estimate: then the p-value is 0
+    for different levels and 1 for equal ones, and the interval is the point.
+    """
+    from scipy.stats import ttest_ind
+
+    x, y = np.log(np.asarray(base, dtype=np.float64)), np.log(np.asarray(new, dtype=np.float64))
+    if x.var() == 0 and y.var() == 0:
+        point = math.exp(float(y.mean() - x.mean()))
+        return TestResult(0.0 if point != 1.0 else 1.0, "welch-log", (point, point))
+    with warnings.catch_warnings():  # one side's rounds all equal: scipy warns, the test still holds
+        warnings.simplefilter("ignore", RuntimeWarning)
+        result = ttest_ind(y, x, equal_var=False)
+    low, high = result.confidence_interval(confidence)
+    return TestResult(float(result.pvalue), "welch-log", (math.exp(low), math.exp(high)))

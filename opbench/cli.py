@@ -35,28 +35,47 @@ from typing import List, Optional, Sequence
 
 from benchcore.cli import (ArgumentParser, add_output_arguments, add_run_arguments, add_shard_argument,
                            apply_threads, check_output_paths, checkpoint_path_for, formats_for, non_negative_int,
-                           output_paths, parse_shard, positive_int, run_main, run_settings_from, shard_specs, sweep,
+                           output_paths, parse_shard, positive_int, run_main, run_settings_from, shard_specs,
                            write_outputs)
+from benchcore.commands import COMMANDS as REPORT_COMMANDS
 from benchcore.errors import UsageError
 
-PROG = "opbench"
-EXECUTOR = "opbench.mxnet_backend:execute"
+from .suite import PROG, SUITE
+
 DEFAULT_OUTPUT_STEM = "mxnet_operator_benchmarks"
-REPORT_COMMANDS = ("compare", "plot", "merge")
 TINY_ENV = "OPBENCH_TINY"
+AB_COMMAND = "ab"
+AB_DEFAULT_DIR = "opbench-ab"
+#: Rounds a sweep runs by default (see docs/COMPARING.md for the measurement behind it).
+DEFAULT_ROUNDS = 3
 
 
-def build_parser() -> ArgumentParser:
+#: A worker is restarted after a case that leaves it above this resident memory. MXNet keeps
+#: the largest temporary workspace and MKLDNN caches for the life of the process: the 2-D
+#: Convolution case at (32,3,256,256) leaves a worker at 0.74 GiB with its arrays freed (a
+#: fresh worker holds 0.2), and none of that is reused by the next case. The largest case,
+#: Deconvolution 2-D at (32,3,256,256), adds 1.9 GiB on top of whatever the worker holds
+#: (2.07 GiB fresh, 2.62 after that Convolution case), and the parent holds about 0.35 GiB;
+#: so the limit must stay below 3 - 1.9 - 0.35 GiB for the full sweep to stay under 3 GiB in
+#: any case order. 0.7 GiB restarts the worker after the heavy cases only (metrics
+#: rss_before/peak/after_bytes show it per case).
+WORKER_MEMORY_LIMIT_GB = 0.7
+
+
+def build_parser(ab: bool = False) -> ArgumentParser:
     from .api import DTYPES
 
     parser = ArgumentParser(
-        prog=PROG,
-        description="Benchmark MXNet operators forward and backward (opperf's interface). "
-                    "Also: opbench compare|plot|merge REPORTS (see opbench compare --help).")
+        prog=f"{PROG} {AB_COMMAND}" if ab else PROG,
+        description=("Time the same operators under two Python environments (e.g. two MXNet builds), interleaved "
+                     "case by case and round by round, and compare them." if ab else
+                     "Benchmark MXNet operators forward and backward (opperf's interface). "
+                     "Also: opbench ab|compare|plot|merge|system (see opbench compare --help)."))
     opperf = parser.add_argument_group("opperf's flags")
     opperf.add_argument("--ctx", default="cpu", help="cpu, cpu(N), gpu or gpu(N) (default cpu)")
     opperf.add_argument("--dtype", default="float32", choices=DTYPES, help="dtype of every tensor (default float32)")
-    add_output_arguments(opperf, DEFAULT_OUTPUT_STEM)
+    if not ab:
+        add_output_arguments(opperf, DEFAULT_OUTPUT_STEM)
     opperf.add_argument("-p", "--profiler", default="native", choices=("native", "python"),
                         help="native: MXNet's profiler (kernel times, memory); python: perf_counter per call (default native)")
     opperf.add_argument("--int64-tensor", default="off", type=str.lower, choices=("on", "off"),
@@ -73,34 +92,20 @@ def build_parser() -> ArgumentParser:
                         help="leave these operators out (names or globs)")
     add_shard_argument(select)
     select.add_argument("--seed", type=int, default=41, help="random seed for the inputs (default 41, recorded)")
-    select.add_argument("--list", action="store_true",
-                        help="list the operators (category, has_backward, backward timed, input rule) and exit")
-    select.add_argument("--all", action="store_true", help="with --list: also the filtered operators, with the reason")
+    if not ab:
+        select.add_argument("--list", action="store_true",
+                            help="list the operators (category, has_backward, backward timed, input rule) and exit")
+        select.add_argument("--all", action="store_true", help="with --list: also the filtered operators, with the reason")
     select.add_argument("--tiny", action="store_true", help=argparse.SUPPRESS)
-    add_run_arguments(parser)
-    _lower_worker_memory_limit(parser)
+    add_run_arguments(parser, rounds=DEFAULT_ROUNDS, memory_limit_gb=WORKER_MEMORY_LIMIT_GB,
+                      memory_why=" for opbench: MXNet keeps workspace between cases")
+    if ab:
+        from benchcore.ab import add_ab_arguments
+
+        add_ab_arguments(parser, AB_DEFAULT_DIR)
     return parser
 
 
-#: A worker is restarted after a case that leaves it above this resident memory. MXNet keeps
-#: the largest temporary workspace and MKLDNN caches for the life of the process: the 2-D
-#: Convolution case at (32,3,256,256) leaves a worker at 0.74 GiB with its arrays freed (a
-#: fresh worker holds 0.2), and none of that is reused by the next case. The largest case,
-#: Deconvolution 2-D at (32,3,256,256), adds 1.9 GiB on top of whatever the worker holds
-#: (2.07 GiB fresh, 2.62 after that Convolution case), and the parent holds about 0.35 GiB;
-#: so the limit must stay below 3 - 1.9 - 0.35 GiB for the full sweep to stay under 3 GiB in
-#: any case order. 0.7 GiB restarts the worker after the heavy cases only (metrics
-#: rss_before/peak/after_bytes show it per case).
-WORKER_MEMORY_LIMIT_GB = 0.7
-
-
-def _lower_worker_memory_limit(parser) -> None:
-    for action in parser._actions:
-        if action.dest == "memory_limit_gb":
-            action.default = WORKER_MEMORY_LIMIT_GB
-            action.help = (f"restart the worker process after a case that leaves it above this resident "
-                           f"memory (default {WORKER_MEMORY_LIMIT_GB:g} for opbench: MXNet keeps workspace "
-                           f"between cases)")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -276,7 +281,7 @@ def finish_merged(report):
                   results=results, extra=extra, schema_version=report.schema_version)
 
 
-def build_report(args, environment, results, skipped, excluded, context, formats, paths):
+def build_report(args, job, environment, results, skipped, excluded, context, paths):
     from benchcore.environment import now_iso
     from benchcore.report import Report
 
@@ -297,7 +302,8 @@ def build_report(args, environment, results, skipped, excluded, context, formats
         "timeout_s": args.timeout,
         "isolation": not args.no_isolation,
         "tiny": bool(args.tiny),
-        "run_settings": run_settings_from(args, args.warmup, args.runs).to_dict(),
+        "run_settings": job.settings.to_dict(),
+        "rounds": job.settings_record(),
         "output_file": {fmt: str(path) for fmt, path in paths.items()},
         "resume": args.resume,
     }
@@ -340,17 +346,15 @@ def summarize(report, skipped, started: float, written: List[Path]) -> None:
 
 def run(argv: List[str]) -> int:
     if argv and argv[0] in REPORT_COMMANDS:
-        try:
-            from benchcore import commands
-        except ImportError:
-            raise UsageError(f"'{argv[0]}' needs benchcore.commands, which this installation lacks") from None
-        return commands.main(PROG, argv, finish_merge=finish_merged)
-    parser = build_parser()
+        from benchcore import commands
+
+        return commands.main(SUITE, argv)
+    ab = bool(argv) and argv[0] == AB_COMMAND
     try:
-        args = parser.parse_args(argv)
+        args = build_parser(ab).parse_args(argv[1:] if ab else argv)
     except SystemExit as exc:  # --help
         return exc.code if isinstance(exc.code, int) else 0
-    if args.all and not args.list:
+    if not ab and args.all and not args.list:
         raise UsageError("--all only goes with --list; use opbench --list --all")
     args.tiny = args.tiny or os.environ.get(TINY_ENV) == "1"
     apply_threads(args.threads)  # before MXNet is imported, so this process and its workers use it
@@ -360,43 +364,69 @@ def run(argv: List[str]) -> int:
     for name in _split(args.category) or ():
         if name not in CATEGORIES:
             raise UsageError(f"unknown category {name!r}; choose from {', '.join(CATEGORIES)}")
-
     context = check_ctx(args.ctx)
     large = int64_tensor_flag(args.int64_tensor)
+    if ab:
+        return run_ab(args, argv, context, large)
     if args.list:
         return list_operators(args, context, large)
+    return run_sweep(args, argv, context, large)
 
-    from benchcore.environment import collect
 
-    formats = formats_for(args)
-    paths = output_paths(args.output_file, formats, DEFAULT_OUTPUT_STEM)
-    check_output_paths(paths, args.overwrite)
-    if args.plot:
-        from benchcore.plot import prepare_chart_folder
+def _job(args, context: str, large: bool, checkpoint, pythons=None):
+    """The sweep both `opbench` and `opbench ab` run: (job, operators without a case, excluded)."""
+    from benchcore.sweep import SweepJob, rounds_from
 
-        prepare_chart_folder(args.plot, PROG, args.overwrite)
     settings = run_settings_from(args, args.warmup, args.runs)
     specs, skipped, excluded = plan_cases(args, context, large)
     if not specs:
         raise UsageError("no case to run with these --ops/--category/--exclude/--dtype/--shard choices; "
                          "opbench --list with the same flags says why each operator has none")
-    checkpoint = checkpoint_path_for(paths.get("json") or paths["md"])
-    options = {"settings": settings.to_dict(), "profiler": args.profiler, "threads": args.threads, "seed": args.seed}
-    environment = collect(PROG, [PROG, *argv], frameworks=("mxnet",),
-                          extra={"threads": args.threads, "engine": args.profiler, "seed": args.seed,
-                                 "timer": "mxnet-profiler" if args.profiler == "native" else "perf_counter"})
-    started = time.perf_counter()
-    results = sweep(specs, EXECUTOR, options, args, checkpoint)
-    report = build_report(args, environment, results, skipped, excluded, context, formats, paths)
+    options = {"profiler": args.profiler, "threads": args.threads, "seed": args.seed}
+    job = SweepJob(SUITE, specs, settings, rounds_from(args, DEFAULT_ROUNDS), options, checkpoint,
+                   pythons=pythons or {})
+    return job, skipped, excluded
+
+
+def _environment_extra(args) -> dict:
+    return {"threads": args.threads, "engine": args.profiler, "seed": args.seed,
+            "timer": "mxnet-profiler" if args.profiler == "native" else "perf_counter"}
+
+
+def run_sweep(args, argv: List[str], context: str, large: bool) -> int:
+    from benchcore import sweep
+
     from .views import to_markdown
 
-    written = write_outputs(report, paths, args.overwrite, to_markdown, checkpoint, plot_dir=args.plot)
-    try:
-        checkpoint.unlink()
-    except OSError:
-        pass
+    paths = output_paths(args.output_file, formats_for(args), DEFAULT_OUTPUT_STEM)
+    check_output_paths(paths, args.overwrite)
+    if args.plot:
+        from benchcore.plot import prepare_chart_folder
+
+        prepare_chart_folder(args.plot, PROG, args.overwrite)
+    checkpoint = checkpoint_path_for(paths.get("json") or paths["md"])
+    job, skipped, excluded = _job(args, context, large, checkpoint)
+    started = time.perf_counter()
+    environment, results = sweep.measure(job, args, PROG, argv, _environment_extra(args))[""]
+    report = build_report(args, job, environment, results, skipped, excluded, context, paths)
+    written = write_outputs(report, paths, args.overwrite, to_markdown, checkpoint, plot_dir=args.plot, suite=SUITE)
+    sweep.remove_checkpoint(checkpoint)
     summarize(report, skipped, started, written)
     return 1 if report.failures else 0
+
+
+def run_ab(args, argv: List[str], context: str, large: bool) -> int:
+    """`opbench ab`: the same cases under --base-python and --new-python, interleaved."""
+    from benchcore import ab, sweep
+
+    pythons = ab.plan(args, SUITE)
+    job, skipped, excluded = _job(args, context, large, ab.checkpoint_path(args), pythons)
+    measured = sweep.measure(job, args, PROG, argv, _environment_extra(args))
+    reports = {side: build_report(args, job, environment, results, skipped, excluded, context, {})
+               for side, (environment, results) in measured.items()}
+    status = ab.finish(SUITE, reports, args)
+    sweep.remove_checkpoint(job.checkpoint)
+    return status
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

@@ -12,10 +12,10 @@ average.
 from __future__ import annotations
 
 import json
-from typing import Dict, List
+from typing import Dict, List, Optional
 
 from benchcore.report import CaseResult, Report
-from benchcore.stats import Measurement
+from benchcore.stats import Measurement, round_sizes_of
 
 MISSING = "---"
 
@@ -86,33 +86,45 @@ def _inputs_text(result: CaseResult) -> str:
     return text.replace("|", "\\|")
 
 
-def _center(samples) -> tuple:
-    if not samples:
-        return None, None
-    m = Measurement(samples)
-    return m.median, m.iqr
+def _measurement(samples, round_sizes=None) -> Optional[Measurement]:
+    return Measurement(samples, round_sizes=round_sizes) if samples else None
 
 
-def _native_row(result: CaseResult) -> list:
+def _center(m: Optional[Measurement]) -> tuple:
+    """(median, IQR) of a quantity; with rounds the median is the median of the round medians."""
+    return (None, None) if m is None else (m.center, m.iqr)
+
+
+def _round_spread(m: Optional[Measurement]) -> str:
+    return MISSING if m is None or m.round_spread is None else f"{m.round_spread * 100:.1f}%"
+
+
+def _native_measurements(result: CaseResult) -> tuple:
+    profiler = (result.metrics or {}).get("profiler") or {}
+    phases = [profiler.get(phase) or {} for phase in ("forward", "backward")]
+    return tuple(_measurement(p.get("per_call_ms"), round_sizes_of(p)) for p in phases)
+
+
+def _native_row(result: CaseResult, rounds: bool) -> list:
     metrics, op = result.metrics, _op(result)
-    profiler = metrics.get("profiler") or {}
     memory = next((v for k, v in metrics.items() if k.startswith("max_storage_mem_alloc_")), None)
-    forward = _center((profiler.get("forward") or {}).get("per_call_ms"))
-    backward = _center((profiler.get("backward") or {}).get("per_call_ms"))
+    forward, backward = _native_measurements(result)
     return [op, _inputs_text(result), _fmt(memory), _fmt(metrics.get(f"avg_time_forward_{op}")),
-            _fmt(metrics.get(f"avg_time_backward_{op}")), *map(_fmt, forward), *map(_fmt, backward)]
+            _fmt(metrics.get(f"avg_time_backward_{op}")), *map(_fmt, _center(forward)), *map(_fmt, _center(backward))
+            ] + ([_round_spread(forward)] if rounds else [])
 
 
-def _python_row(result: CaseResult) -> list:
+def _python_row(result: CaseResult, rounds: bool) -> list:
     metrics, op = result.metrics, _op(result)
-    samples = list((metrics.get("forward") or {}).get("samples_ms") or [])
+    forward = metrics.get("forward") or {}
+    samples = list(forward.get("samples_ms") or [])
     backward = (metrics.get("backward") or {}).get("samples_ms")
     if samples and backward:
         samples = [f + b for f, b in zip(samples, backward)]
-    median, iqr = _center(samples)
+    whole = _measurement(samples, round_sizes_of(forward))
     return [op, _fmt(metrics.get(f"avg_time_{op}")), _fmt(metrics.get(f"p50_time_{op}")),
             _fmt(metrics.get(f"p90_time_{op}")), _fmt(metrics.get(f"p99_time_{op}")), _inputs_text(result),
-            _fmt(median), _fmt(iqr)]
+            *map(_fmt, _center(whole))] + ([_round_spread(whole)] if rounds else [])
 
 
 def _table(rows, headers) -> str:
@@ -143,16 +155,25 @@ def _runs_cell(result: CaseResult) -> str:
 
 
 def _sampling_text(settings: dict) -> str:
-    """How many iterations ran: the fixed runs, or adaptive mode's stopping rule."""
+    """How many iterations ran: the fixed runs, or adaptive mode's stopping rule; and over how
+    many rounds."""
     run = settings.get("run_settings") or {}
+    rounds = settings.get("rounds") or {}
     if run.get("target_precision") is None:
-        return f"warmup {settings.get('warmup', '?')}; runs {settings.get('runs', '?')}"
-    return (f"warmup {settings.get('warmup', '?')}; adaptive sampling: runs until IQR/median < "
-            f"{run['target_precision']:g} for every timed quantity, after at least {run['min_runs']} "
-            f"runs and {run['min_time_s']:g} s, at most {run['max_time_s']:g} s per case "
-            f"(Runs: the runs each case took; `capped`: the target was not reached)")
+        text = f"warmup {settings.get('warmup', '?')}; runs {settings.get('runs', '?')}"
+    else:
+        text = (f"warmup {settings.get('warmup', '?')}; adaptive sampling: runs until IQR/median < "
+                f"{run['target_precision']:g} for every timed quantity, after at least {run['min_runs']} "
+                f"runs and {run['min_time_s']:g} s, at most {run['max_time_s']:g} s per case "
+                f"(Runs: the runs each case took; `capped`: the target was not reached)")
+    if rounds.get("rounds", 1) > 1:
+        text += (f"; {rounds['rounds']} rounds, each in fresh worker processes and a shuffled case order "
+                 f"(seed {rounds.get('order_seed')}), {rounds.get('runs_per_round')} runs and "
+                 f"{rounds.get('warmup_per_round')} warmup each")
+    return text
 
 
+_SPREAD_HEADER = {"native": "Fwd Round Spread", "python": "Round Spread"}
 #: What the times of each engine are, said in the Markdown header.
 _QUANTITY = {
     "native": "Times: MXNet profiler's operator time per call (forward, backward), in ms.",
@@ -194,14 +215,17 @@ def to_markdown(report: Report) -> str:
     engine = settings.get("profiler", "native")
     adaptive = (settings.get("run_settings") or {}).get("target_precision") is not None
     ok = [r for r in _sorted(report.results) if r.status == "ok"]
+    rounds = (settings.get("rounds") or {}).get("rounds", 1) > 1
     row, headers = (_python_row, PYTHON_HEADERS) if engine == "python" else (_native_row, NATIVE_HEADERS)
-    rows = [row(r) + ([_runs_cell(r)] if adaptive else []) for r in ok]
-    headers = headers + (["Runs"] if adaptive else [])
+    rows = [row(r, rounds) + ([_runs_cell(r)] if adaptive else []) for r in ok]
+    headers = headers + ([_SPREAD_HEADER[engine]] if rounds else []) + (["Runs"] if adaptive else [])
     parts = ["# Runtime Features", "", _features(report), "", "# Benchmark Results", ""]
     parts.append(f"Engine: {engine}; dtype {settings.get('dtype', '?')}; ctx {settings.get('ctx', '?')}; "
                  f"{_sampling_text(settings)}. "
                  f"{_QUANTITY[engine if engine in _QUANTITY else 'native']} Medians and IQRs are of the same "
-                 f"per-call times as the averages. `{MISSING}`: not measured (why: *Not measured* below).")
+                 f"per-call times as the averages" + ("; with rounds a median is the median of the rounds' "
+                 "medians, and *Round Spread* is (largest - smallest round median) / that median" if rounds else "")
+                 + f". `{MISSING}`: not measured (why: *Not measured* below).")
     parts += ["", _table(rows, headers) if ok else "(no case was measured)", ""]
     parts += _not_measured_section(ok)
     failures = [r for r in _sorted(report.results) if r.status in ("failed", "crashed", "timeout")]

@@ -21,10 +21,14 @@ from benchcore.cli import ArgumentParser, non_negative_float, non_negative_int, 
 from benchcore.errors import UsageError
 
 from . import bench
+from .suite import SUITE
 
 PROG = "rnnbench"
-SHARED_COMMANDS = ("compare", "plot", "merge")
+AB_COMMAND = "ab"
+AB_DEFAULT_DIR = "rnnbench-ab"
 DEFAULT_SEED = 17
+#: Rounds `bench` runs by default (see docs/COMPARING.md for the measurement behind it).
+DEFAULT_ROUNDS = 3
 #: torch seeds an int64 generator state, and the creators also seed one with seed + 1.
 SEED_MAX = 2**63 - 2
 BENCH_TIMEOUT_S = 3600
@@ -72,33 +76,40 @@ def _add_model_options(parser, with_seed_default: Optional[int] = DEFAULT_SEED) 
                         help=f"seed for inputs and parameters, 0 to 2**63 - 2, recorded in the report (default {with_seed_default})")
 
 
-def _bench_parser(sub) -> None:
-    p = sub.add_parser("bench", help="time runners' forward and backward (fastrnns bench.py)",
-                       description="Time forward and backward of each runner, in milliseconds on every device.")
+def _bench_parser(sub, ab: bool = False) -> None:
+    if ab:
+        p = sub.add_parser(AB_COMMAND, help="time the same runners under two Python environments, interleaved",
+                           description="Time runners under --base-python and --new-python (e.g. two PyTorch builds), "
+                                       "alternating them runner by runner and round by round, and compare them.")
+    else:
+        p = sub.add_parser("bench", help="time runners' forward and backward (fastrnns bench.py)",
+                           description="Time forward and backward of each runner, in milliseconds on every device.")
     _add_sizes(p, nloops_default=100, cnns=True)
     p.add_argument("--warmup", type=non_negative_int, default=10, help="untimed iterations first (default 10)")
     _add_model_options(p)
     p.add_argument("--variable-lstms", "--variable_lstms", dest="variable_lstms", action="store_true",
                    help="also run the variable-length LSTMs (vl_cudnn, vl_jit, vl_py); they ignore --seqLength")
     p.add_argument("--sep", default=" ", help="separator of the console table's columns (default ' ')")
-    p.add_argument("--print-json", nargs="?", const="oss", default=None, choices=("oss", "pep"),
-                   help="print results to stdout in fastrnns' JSON shapes: oss (one line, default) or pep (one line per iteration)")
+    if not ab:
+        p.add_argument("--print-json", nargs="?", const="oss", default=None, choices=("oss", "pep"),
+                       help="print results to stdout in fastrnns' JSON shapes: oss (one line, default) or pep "
+                            "(one line per iteration)")
     p.add_argument("--rnns", nargs="*", default=None,
                    help="LSTM runners, custom and vl_* ones included (default: the fastrnns LSTM group; "
                         "--variable-lstms adds the vl_* group)")
     p.add_argument("--cnns", nargs="*", default=None, help="CNN runners (default: resnet18 resnet18_jit resnet50 resnet50_jit)")
     p.add_argument("--group", nargs="*", default=None, choices=("cnns", "rnns"),
                    help="groups to run (default: the group --rnns or --cnns names when only one is given, else cnns rnns)")
-    # Without --output-file a report goes to stdout, and only when --output-format asks for it.
-    core_cli.add_output_arguments(p, default_stem=None)
+    if not ab:  # without --output-file a report goes to stdout, and only when --output-format asks for it
+        core_cli.add_output_arguments(p, default_stem=None)
     core_cli.add_shard_argument(p)
-    core_cli.add_run_arguments(p)
     # ResNet-50 at fastrnns' sizes takes seconds per iteration on a CPU: 110 of them pass
     # benchcore's 600 s default, so a default CPU sweep would time out.
-    p.set_defaults(timeout=BENCH_TIMEOUT_S)
-    for action in p._actions:
-        if action.dest == "timeout":
-            action.help = f"seconds one runner may take before its worker is killed and it is recorded as timeout (default {BENCH_TIMEOUT_S})"
+    core_cli.add_run_arguments(p, rounds=DEFAULT_ROUNDS, timeout_s=BENCH_TIMEOUT_S)
+    if ab:
+        from benchcore.ab import add_ab_arguments
+
+        add_ab_arguments(p, AB_DEFAULT_DIR)
 
 
 def _test_parser(sub) -> None:
@@ -145,10 +156,11 @@ def _profile_parser(sub) -> None:
 
 def build_parser() -> ArgumentParser:
     parser = ArgumentParser(prog=PROG, description="fastrnns-style RNN and CNN benchmarks on benchcore. "
-                            "Also: rnnbench compare|plot|merge (see rnnbench compare --help).")
-    sub = parser.add_subparsers(dest="command", metavar="{bench,test,profile,compare,plot,merge}")
+                            "Also: rnnbench compare|plot|merge|system (see rnnbench compare --help).")
+    sub = parser.add_subparsers(dest="command", metavar="{bench,ab,test,profile,compare,plot,merge,system}")
     sub.required = True
     _bench_parser(sub)
+    _bench_parser(sub, ab=True)
     _test_parser(sub)
     _profile_parser(sub)
     return parser
@@ -218,60 +230,79 @@ def _render(report, fmt: str, charts: Sequence = ()) -> str:
     return bench.markdown_report(report) + ("\n" + links + "\n" if links else "")
 
 
+def _environment_extra(args) -> dict:
+    return {"threads": args.threads, "seed": args.seed,
+            "timer": "cuda_event" if args.device.startswith("cuda") else "perf_counter"}
+
+
 def bench_environment(args, argv: Sequence[str]) -> dict:
     """The report's environment, collected with the benchmarked device current, so its `gpu`
     entry describes the GPU the figures came from (cuda:1 on a two-GPU host, not GPU 0)."""
     from benchcore.environment import collect
 
     with bench.device_context(args.device):
-        return collect(bench.SUITE, [PROG, *argv], frameworks=("torch",),
-                       extra={"threads": args.threads, "seed": args.seed,
-                              "timer": "cuda_event" if args.device.startswith("cuda") else "perf_counter"})
+        return collect(bench.SUITE, [PROG, *argv], frameworks=SUITE.frameworks, extra=_environment_extra(args))
 
 
-def _bench(args, argv: Sequence[str]) -> int:
-    from benchcore.environment import now_iso
-    from benchcore.report import Report
-
+def _check_bench_args(args) -> None:
+    """What `bench` and `ab` check before anything runs."""
     core_cli.apply_threads(args.threads)
     bench.check_fuser(args.fuser, args.executor)
     args.device = _resolve_device(args.device)
+    _check_bench_lists(args)
+
+
+def _job(args, checkpoint, pythons=None):
+    """The sweep `bench` and `ab` run: (job, every runner before sharding)."""
+    from benchcore.sweep import SweepJob, rounds_from
+
+    all_specs = bench.build_specs(args)
+    specs = core_cli.shard_specs(all_specs, core_cli.parse_shard(args.shard))
+    if not specs:
+        raise UsageError("nothing to run: no runner selected (--group/--rnns/--cnns/--shard); use --group rnns and/or cnns, or --variable-lstms")
+    bench.check_runners(sorted({s.name for s in specs}), args.device)
+    settings = core_cli.run_settings_from(args, warmup=args.warmup, runs=args.nloops)
+    job = SweepJob(SUITE, specs, settings, rounds_from(args, DEFAULT_ROUNDS), {"threads": args.threads, "seed": args.seed},
+                   checkpoint, pythons=pythons or {})
+    return job, all_specs
+
+
+def _report(args, job, all_specs, environment, results):
+    from benchcore.environment import now_iso
+    from benchcore.report import Report
+
+    return Report(
+        suite=bench.SUITE,
+        environment=dict(environment, finished_at=now_iso()),
+        settings={"settings": job.settings.to_dict(), "threads": args.threads, "seed": args.seed,
+                  "rounds": job.settings_record(), "device": args.device, "fuser": args.fuser,
+                  "executor": args.executor or "default",
+                  "sizes": {**bench.sizes_from(args), "cnnBatch": args.cnnBatch}, "unit": "ms", "shard": args.shard,
+                  "runners": bench.run_order(all_specs)},
+        results=results,
+    )
+
+
+def _bench(args, argv: Sequence[str]) -> int:
+    from benchcore import sweep
+
+    _check_bench_args(args)
     if args.resume and not args.output_file:
         raise UsageError("--resume needs --output-file (the checkpoint lives next to it)")
     _check_stdout(args)
-    _check_bench_lists(args)
     targets = _output_targets(args)
     stdout_formats = core_cli.parse_formats(args.output_format) if args.output_format and not targets else ()
     if args.plot:
         from benchcore.plot import prepare_chart_folder
 
         prepare_chart_folder(args.plot, PROG, args.overwrite)
-    all_specs = bench.build_specs(args)
-    specs = core_cli.shard_specs(all_specs, core_cli.parse_shard(args.shard))
-    if not specs:
-        raise UsageError("nothing to run: no runner selected (--group/--rnns/--cnns/--shard); use --group rnns and/or cnns, or --variable-lstms")
-    bench.check_runners(sorted({s.name for s in specs}), args.device)
-
-    settings = core_cli.run_settings_from(args, warmup=args.warmup, runs=args.nloops)
-    options = {"settings": settings.to_dict(), "threads": args.threads, "seed": args.seed}
     checkpoint = core_cli.checkpoint_path_for(targets.get("json") or targets["md"]) if targets else None
-    environment = bench_environment(args, argv)
-    results = core_cli.sweep(specs, bench.EXECUTOR, options, args, checkpoint)
-
-    report = Report(
-        suite=bench.SUITE,
-        environment=dict(environment, finished_at=now_iso()),
-        settings={**options, "device": args.device, "fuser": args.fuser, "executor": args.executor or "default",
-                  "sizes": {**bench.sizes_from(args), "cnnBatch": args.cnnBatch}, "unit": "ms", "shard": args.shard,
-                  "runners": bench.run_order(all_specs)},
-        results=results,
-    )
+    job, all_specs = _job(args, checkpoint)
+    environment, results = sweep.measure(job, args, PROG, argv, _environment_extra(args),
+                                         collect_local=lambda: bench_environment(args, argv))[""]
+    report = _report(args, job, all_specs, environment, results)
     _err(bench.console_table(results, sep=args.sep))
-    for result in results:
-        if result.status == "skipped":
-            _err(f"{PROG}: {result.spec.name} skipped: {result.error}")
-        elif not result.ok:
-            _err(f"{PROG}: {result.spec.name} {result.status}: {result.error}")
+    _report_problems(results)
 
     if args.print_json == "oss":
         print(bench.oss_json(results))
@@ -279,14 +310,39 @@ def _bench(args, argv: Sequence[str]) -> int:
         for line in bench.pep_lines(results):
             print(line)
     written = core_cli.write_outputs(report, targets, args.overwrite, bench.markdown_report, checkpoint,
-                                     plot_dir=args.plot)
+                                     plot_dir=args.plot, suite=SUITE)
     for path in written:
         _err(f"{PROG}: wrote {path}")
-    if checkpoint and checkpoint.exists():
-        checkpoint.unlink()  # the report now holds every result
+    sweep.remove_checkpoint(checkpoint)
     for fmt in stdout_formats:  # one at most, never with --print-json (_check_stdout)
         sys.stdout.write(_render(report, fmt, [path for path in written if path.suffix == ".png"]))
     return 1 if report.failures else 0
+
+
+def _report_problems(results) -> None:
+    for result in results:
+        if result.status == "skipped":
+            _err(f"{PROG}: {result.spec.name} skipped: {result.error}")
+        elif not result.ok:
+            _err(f"{PROG}: {result.spec.name} {result.status}: {result.error}")
+
+
+def _ab(args, argv: Sequence[str]) -> int:
+    """`rnnbench ab`: the same runners under --base-python and --new-python, interleaved."""
+    from benchcore import ab, sweep
+
+    _check_bench_args(args)
+    pythons = ab.plan(args, SUITE)
+    job, all_specs = _job(args, ab.checkpoint_path(args), pythons)
+    measured = sweep.measure(job, args, PROG, argv, _environment_extra(args))
+    reports = {side: _report(args, job, all_specs, environment, results)
+               for side, (environment, results) in measured.items()}
+    for side, (_environment, results) in measured.items():
+        _err(f"{side}:\n" + bench.console_table(results, sep=args.sep))
+        _report_problems(results)
+    status = ab.finish(SUITE, reports, args)
+    sweep.remove_checkpoint(job.checkpoint)
+    return status
 
 
 # --------------------------------------------------------------------------------------------
@@ -386,16 +442,16 @@ def _split_runner_lists(args) -> None:
 
 
 def _main(argv: List[str]) -> int:
-    if argv and argv[0] in SHARED_COMMANDS:
-        try:
-            from benchcore.commands import main as shared_main
-        except ImportError:
-            raise UsageError(f"'{argv[0]}' is not available in this installation (benchcore.commands is missing)") from None
-        return shared_main(bench.SUITE, argv, finish_merge=bench.finish_merged)
+    from benchcore.commands import COMMANDS, main as shared_main
+
+    if argv and argv[0] in COMMANDS:
+        return shared_main(SUITE, argv)
     args = build_parser().parse_args(argv)
     _split_runner_lists(args)
     if args.command == "bench":
         return _bench(args, argv)
+    if args.command == AB_COMMAND:
+        return _ab(args, argv)
     if args.command == "test":
         return _test(args)
     return _profile(args, argv)

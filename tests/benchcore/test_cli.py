@@ -17,7 +17,7 @@ def test_usage_error_is_one_line_and_exit_2(capsys):
 
 def test_bad_flag_is_a_usage_error():
     parser = ArgumentParser(prog="x")
-    add_run_arguments(parser)
+    add_run_arguments(parser, rounds=3)
     with pytest.raises(UsageError, match="--timeout"):
         parser.parse_args(["--timeout", "-3"])
     args = parser.parse_args(["--threads", "2", "--resume"])
@@ -34,7 +34,7 @@ def test_bad_flag_is_a_usage_error():
 ])
 def test_numbers_must_be_finite(argv, message):
     parser = ArgumentParser(prog="x")
-    add_run_arguments(parser)
+    add_run_arguments(parser, rounds=3)
     with pytest.raises(UsageError) as info:
         parser.parse_args(argv)
     assert message in str(info.value)
@@ -47,14 +47,14 @@ def test_numbers_must_be_finite(argv, message):
 ])
 def test_adaptive_flags_that_would_be_ignored_or_always_cap_are_refused(argv, message):
     parser = ArgumentParser(prog="x")
-    add_run_arguments(parser)
+    add_run_arguments(parser, rounds=3)
     with pytest.raises(UsageError, match=message):
         run_settings_from(parser.parse_args(argv), warmup=1, runs=3)
 
 
 def test_adaptive_defaults_apply_when_only_the_target_is_given():
     parser = ArgumentParser(prog="x")
-    add_run_arguments(parser)
+    add_run_arguments(parser, rounds=3)
     settings = run_settings_from(parser.parse_args(["--target-precision", "0.05"]), warmup=1, runs=3)
     assert (settings.target_precision, settings.min_time_s, settings.max_time_s) == (0.05, 0.0, 10.0)
 

@@ -9,6 +9,8 @@ from pathlib import Path
 import pytest
 
 from benchcore.commands import main
+from opbench.suite import SUITE as OPBENCH
+from rnnbench.suite import SUITE as RNNBENCH
 from tests.benchcore.test_compare import ENV, make_report, op_result, samples
 from tests.benchcore.test_merge import all_results, round_robin
 from tests.benchcore.test_plot import PNG_MAGIC, rnn_report
@@ -38,7 +40,7 @@ def one_error_line(capsys, *words):
 
 
 def test_compare_markdown_to_stdout(pair, capsys):
-    assert main("opbench", ["compare", *pair]) == 0
+    assert main(OPBENCH, ["compare", *pair]) == 0
     out = capsys.readouterr().out
     assert out.startswith("# Comparison (opbench)")
     assert "## Summary" in out and "## Cases" in out and "| overall" in out
@@ -47,21 +49,21 @@ def test_compare_markdown_to_stdout(pair, capsys):
 
 
 def test_fail_above_gate(pair, capsys):
-    assert main("opbench", ["compare", *pair, "--fail-above", "10"]) == 1
+    assert main(OPBENCH, ["compare", *pair, "--fail-above", "10"]) == 1
     err = capsys.readouterr().err
     assert "1 case(s) slower by more than 10%" in err and "exp" in err
-    assert main("opbench", ["compare", *pair, "--fail-above", "30"]) == 0
+    assert main(OPBENCH, ["compare", *pair, "--fail-above", "30"]) == 0
     # the gate looks at the slowdown: base against itself passes
-    assert main("opbench", ["compare", pair[0], pair[0], "--fail-above", "0"]) == 0
+    assert main(OPBENCH, ["compare", pair[0], pair[0], "--fail-above", "0"]) == 0
 
 
 def test_a_gate_that_compared_nothing_fails(tmp_path, capsys):
     """float32 against float64 reports share no case: --fail-above must not pass silently."""
     base = write(make_report([op_result("exp", samples(1.0), inputs={"data": [4]})]), tmp_path / "a.json")
     new = write(make_report([op_result("exp", samples(1.0), inputs={"data": [8]})]), tmp_path / "b.json")
-    assert main("opbench", ["compare", base, new]) == 0  # a report may say "nothing in common"
+    assert main(OPBENCH, ["compare", base, new]) == 0  # a report may say "nothing in common"
     capsys.readouterr()
-    assert main("opbench", ["compare", base, new, "--fail-above", "10"]) == 2
+    assert main(OPBENCH, ["compare", base, new, "--fail-above", "10"]) == 2
     one_error_line(capsys, "no case was measured in both reports")
 
 
@@ -69,7 +71,7 @@ def test_a_case_that_crashed_in_the_new_run_fails_the_gate(tmp_path, capsys):
     base = make_report([op_result("exp", samples(1.0, seed=1)), op_result("log", samples(2.0, seed=2))])
     new = make_report([op_result("exp", samples(1.0, seed=3)), op_result("log", None, status="crashed")])
     paths = write(base, tmp_path / "base.json"), write(new, tmp_path / "new.json")
-    assert main("opbench", ["compare", *paths, "--fail-above", "10", "-f", "json", "-o", str(tmp_path / "g.json")]) == 1
+    assert main(OPBENCH, ["compare", *paths, "--fail-above", "10", "-f", "json", "-o", str(tmp_path / "g.json")]) == 1
     err = capsys.readouterr().err
     assert "1 case(s) measured in the base but not in the new report: log (crashed)" in err
     gate = json.loads((tmp_path / "g.json").read_text())["gate"]
@@ -77,26 +79,26 @@ def test_a_case_that_crashed_in_the_new_run_fails_the_gate(tmp_path, capsys):
 
 
 def test_the_gate_verdict_is_in_the_markdown(pair, capsys):
-    assert main("opbench", ["compare", *pair, "--fail-above", "10"]) == 1
+    assert main(OPBENCH, ["compare", *pair, "--fail-above", "10"]) == 1
     assert "- gate (--fail-above 10%): **failed** — exp (+" in capsys.readouterr().out
-    assert main("opbench", ["compare", pair[0], pair[0], "--fail-above", "10"]) == 0
+    assert main(OPBENCH, ["compare", pair[0], pair[0], "--fail-above", "10"]) == 0
     assert "- gate (--fail-above 10%): **passed**" in capsys.readouterr().out
 
 
 def test_compare_json_to_file_and_overwrite(pair, tmp_path, capsys):
     out = tmp_path / "cmp.json"
-    assert main("opbench", ["compare", *pair, "-f", "json", "-o", str(out)]) == 0
+    assert main(OPBENCH, ["compare", *pair, "-f", "json", "-o", str(out)]) == 0
     data = json.loads(out.read_text())
     assert {c["name"]: c["verdict"] for c in data["cases"]} == {"exp": "slower", "log": "same"}
     assert capsys.readouterr().out == ""
-    assert main("opbench", ["compare", *pair, "-f", "json", "-o", str(out)]) == 2
+    assert main(OPBENCH, ["compare", *pair, "-f", "json", "-o", str(out)]) == 2
     one_error_line(capsys, "already exists", "--overwrite")
-    assert main("opbench", ["compare", *pair, "-f", "json", "-o", str(out), "--overwrite"]) == 0
+    assert main(OPBENCH, ["compare", *pair, "-f", "json", "-o", str(out), "--overwrite"]) == 0
 
 
 def test_compare_with_plot_links_the_chart(pair, tmp_path):
     out = tmp_path / "cmp.md"
-    assert main("opbench", ["compare", *pair, "-o", str(out), "--plot", str(tmp_path / "charts")]) == 0
+    assert main(OPBENCH, ["compare", *pair, "-o", str(out), "--plot", str(tmp_path / "charts")]) == 0
     assert (tmp_path / "charts" / "opbench_comparison.png").read_bytes().startswith(PNG_MAGIC)
     assert "![opbench_comparison](charts/opbench_comparison.png)" in out.read_text()
 
@@ -105,9 +107,9 @@ def test_env_mismatch_needs_the_flag(tmp_path, capsys):
     base = write(make_report([op_result("exp", samples(1.0))]), tmp_path / "a.json")
     other = dict(ENV, numpy="1.26.0")
     new = write(make_report([op_result("exp", samples(1.0))], env=other), tmp_path / "b.json")
-    assert main("opbench", ["compare", base, new]) == 2
+    assert main(OPBENCH, ["compare", base, new]) == 2
     one_error_line(capsys, "numpy", "--allow-env-mismatch")
-    assert main("opbench", ["compare", base, new, "--allow-env-mismatch"]) == 0
+    assert main(OPBENCH, ["compare", base, new, "--allow-env-mismatch"]) == 0
     captured = capsys.readouterr()
     assert "environments differ (numpy)" in captured.err
     assert "## Environment differences" in captured.out and "1.26.0" in captured.out
@@ -132,18 +134,18 @@ def test_bad_inputs_are_one_line_exit_2(pair, tmp_path, capsys):
         (["frobnicate"], "invalid choice"),
     ]
     for argv, words in cases:
-        assert main("opbench", argv) == 2, argv
+        assert main(OPBENCH, argv) == 2, argv
         one_error_line(capsys, "opbench: error:", words)
 
 
 def test_help_exits_0(capsys):
-    assert main("rnnbench", ["compare", "--help"]) == 0
+    assert main(RNNBENCH, ["compare", "--help"]) == 0
     assert "--fail-above" in capsys.readouterr().out
 
 
 def test_plot_command(tmp_path, capsys):
     report = write(rnn_report(), tmp_path / "rnn.json")
-    assert main("rnnbench", ["plot", report, "-o", str(tmp_path / "charts")]) == 0
+    assert main(RNNBENCH, ["plot", report, "-o", str(tmp_path / "charts")]) == 0
     printed = capsys.readouterr().out.split()
     assert printed == [str(tmp_path / "charts" / "rnnbench_runners.png")]
     assert Path(printed[0]).read_bytes().startswith(PNG_MAGIC)
@@ -152,18 +154,18 @@ def test_plot_command(tmp_path, capsys):
 def test_merge_command(tmp_path, capsys):
     paths = [write(s, tmp_path / f"shard{i}.json") for i, s in enumerate(round_robin(3))]
     out = tmp_path / "all.json"
-    assert main("opbench", ["merge", *paths, "-o", str(out)]) == 0
+    assert main(OPBENCH, ["merge", *paths, "-o", str(out)]) == 0
     assert capsys.readouterr().err.strip() == f"wrote {out}"
     merged = json.loads(out.read_text())
     assert sorted(r["key"] for r in merged["results"]) == sorted(r.spec.key for r in all_results())
-    assert main("opbench", ["merge", *paths, "-o", str(out)]) == 2
+    assert main(OPBENCH, ["merge", *paths, "-o", str(out)]) == 2
     one_error_line(capsys, "already exists")
-    assert main("opbench", ["merge", paths[0], paths[0]]) == 2
+    assert main(OPBENCH, ["merge", paths[0], paths[0]]) == 2
     one_error_line(capsys, "are both shard 1/3")
-    assert main("opbench", ["merge", paths[0], paths[1]]) == 2
+    assert main(OPBENCH, ["merge", paths[0], paths[1]]) == 2
     one_error_line(capsys, "shards 3/3 are missing")
     # without -o the merged report goes to stdout
-    assert main("opbench", ["merge", *paths]) == 0
+    assert main(OPBENCH, ["merge", *paths]) == 0
     assert json.loads(capsys.readouterr().out)["schema"] == "benchcore-report"
 
 
@@ -181,7 +183,7 @@ def test_compare_real_rnnbench_sweeps(tmp_path):
     data = json.loads(out.read_text())
     assert [c["name"] for c in data["cases"]] == ["cudnn"]
     assert {m["metric"] for m in data["cases"][0]["metrics"]} == {"forward", "backward"}
-    assert all(m["basis"] == "mann-whitney" for m in data["cases"][0]["metrics"])
+    assert all(m["basis"] == "rounds" and m["rounds_base"] == 3 for m in data["cases"][0]["metrics"])
     assert data["cases"][0]["verdict"] in ("faster", "slower", "same", "noisy")
 
 
@@ -199,7 +201,7 @@ def test_compare_real_opbench_sweeps_and_the_ci_gate(tmp_path):
     base = json.loads((tmp_path / "a.json").read_text())
     assert sorted(c["key"] for c in data["cases"]) == sorted(r["key"] for r in base["results"])
     assert {c["category"] for c in data["cases"]} == {"binary_broadcast", "gemm"}
-    assert all(m["basis"] == "mann-whitney" for c in data["cases"] for m in c["metrics"])
+    assert all(m["basis"] == "rounds" for c in data["cases"] for m in c["metrics"])
     # a report compared with itself is never a regression, whatever the gate
     done = subprocess.run([sys.executable, "-m", "opbench", "compare", str(tmp_path / "a.json"), str(tmp_path / "a.json"),
                            "--fail-above", "1"], cwd=ROOT, capture_output=True, text=True, timeout=120)

@@ -136,7 +136,7 @@ def test_torn_checkpoint_line_is_ignored(tmp_path):
     run_cases([case("a", action="ok")], EXECUTOR, isolate=False, checkpoint=path)
     with open(path, "a") as handle:
         handle.write('{"spec": {"suite": "test", "na')
-    assert list(Checkpoint(path).load()) == [case("a", action="ok").key]
+    assert list(Checkpoint(path).load()) == [("", 1, case("a", action="ok").key)]
 
 
 def _children(pid):

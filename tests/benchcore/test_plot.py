@@ -11,6 +11,8 @@ from benchcore.compare import compare
 from benchcore.errors import UsageError
 from benchcore.report import CaseResult
 from benchcore.stats import Measurement
+from opbench.suite import SUITE as OPBENCH
+from rnnbench.suite import SUITE as RNNBENCH
 from tests.benchcore.test_compare import make_report, op_result, opperf_result, samples
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -43,14 +45,14 @@ def rnn_report(scale=1.0):
 
 
 def test_opbench_charts(tmp_path):
-    paths = plot.write_report_charts(opbench_report(), tmp_path / "charts")
+    paths = plot.write_report_charts(opbench_report(), tmp_path / "charts", OPBENCH)
     assert [p.name for p in paths] == ["opbench_slowest.png", "opbench_categories.png"]
     for path in paths:
         assert_png(path)
 
 
 def test_rnnbench_charts(tmp_path):
-    paths = plot.write_report_charts(rnn_report(), tmp_path)
+    paths = plot.write_report_charts(rnn_report(), tmp_path, RNNBENCH)
     assert [p.name for p in paths] == ["rnnbench_runners.png"]
     assert_png(paths[0])
 
@@ -60,7 +62,7 @@ def test_report_without_measured_cases_writes_nothing(tmp_path):
 
 
 def test_comparison_chart(tmp_path):
-    result = compare(opbench_report(), opbench_report(1.3))
+    result = compare(opbench_report(), opbench_report(1.3), OPBENCH)
     path = plot.write_comparison_chart(result, tmp_path)
     assert path.name == "opbench_comparison.png"
     assert_png(path)
@@ -70,7 +72,7 @@ def test_comparison_chart_with_noisy_and_many_cases(tmp_path, monkeypatch):
     monkeypatch.setattr(plot, "MAX_COMPARISON_CASES", 4)
     base = make_report([op_result(f"op{i}", [1.0, 1.1]) for i in range(6)])
     new = make_report([op_result(f"op{i}", [1.0 + i / 10, 1.2]) for i in range(6)])
-    result = compare(base, new)
+    result = compare(base, new, OPBENCH)
     assert {c.verdict for c in result.cases} == {"noisy"}
     assert_png(plot.write_comparison_chart(result, tmp_path))
 
@@ -85,7 +87,7 @@ def test_missing_matplotlib_names_the_extra(tmp_path, monkeypatch):
 
     monkeypatch.setattr(builtins, "__import__", no_matplotlib)
     with pytest.raises(UsageError, match=r"pip install -e \.\[plot\]"):
-        plot.write_report_charts(rnn_report(), tmp_path)
+        plot.write_report_charts(rnn_report(), tmp_path, RNNBENCH)
 
 
 def test_unwritable_folder_is_usage_error(tmp_path):

@@ -25,7 +25,7 @@ def test_json_round_trip(tmp_path):
     assert loaded.to_dict() == report.to_dict()
     assert [r.status for r in loaded.failures] == ["crashed"]
     data = json.loads(path.read_text())
-    assert data["schema"] == "benchcore-report" and data["schema_version"] == 1
+    assert data["schema"] == "benchcore-report" and data["schema_version"] == 2
     assert data["results"][0]["metrics"]["forward"]["median_ms"] == 1.5
 
 

@@ -1,0 +1,57 @@
+"""Suite: what a suite tells benchcore about itself, so the core never reads suite-specific fields.
+
+The core runs, compares, charts and merges reports of any suite. Where it needs to know what a
+suite's metrics mean (which fields are its headline figures, how its cases group, how a case's
+rounds combine, what a merged report derives from all its results), it asks the suite's
+declaration instead of reading `metrics["profiler"]` or a params key by name.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Callable, Dict, List, Optional, Sequence, Tuple
+
+from .timing import METRICS, Timing, from_measurement
+
+if TYPE_CHECKING:
+    from .report import CaseResult, Report
+
+
+def measurement_timings(result: "CaseResult") -> Dict[str, Timing]:
+    """The default headline figures: the `forward` and `backward` Measurements."""
+    metrics = result.metrics or {}
+    found = {metric: from_measurement(metrics.get(metric)) for metric in METRICS}
+    return {metric: timing for metric, timing in found.items() if timing is not None}
+
+
+def no_category(result: "CaseResult") -> str:
+    return "all"
+
+
+def _combine_default(per_round: List[dict]) -> dict:
+    from .rounds import combine_metrics
+
+    return combine_metrics(per_round)
+
+
+@dataclass(frozen=True)
+class Suite:
+    """A suite's declaration (see the module docstring)."""
+
+    name: str
+    #: "package.module:function" a worker calls for each case
+    executor: str = ""
+    #: frameworks the suite's workers import (checked in another interpreter by `ab`)
+    frameworks: Tuple[str, ...] = ()
+    #: result → {"forward"|"backward": Timing}: the figures its reports present
+    timings: Callable[["CaseResult"], Dict[str, Timing]] = measurement_timings
+    #: result → its group in summaries (an operator category, a runner group)
+    category: Callable[["CaseResult"], str] = no_category
+    #: per-round metrics → one (benchcore.rounds.combine_metrics with the suite's rules)
+    combine_rounds: Callable[[List[dict]], dict] = _combine_default
+    #: merged Report → the Report as the unsharded run writes it (see benchcore.merge)
+    finish_merge: Optional[Callable[["Report"], "Report"]] = None
+    #: "cases" (slowest cases and categories) or "runners" (one bar pair per runner)
+    chart_style: str = "cases"
+    #: the report's environment keys that are settings of the run, compared like the environment
+    env_settings: Sequence[str] = field(default_factory=tuple)

@@ -1,0 +1,111 @@
+"""Markdown views of what benchcore itself produces: a Comparison (the suites own their reports' views).
+
+Every view is built from the in-memory object that the JSON also comes from, so the two never
+disagree.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from .compare import VERDICTS, Comparison, MetricComparison
+
+#: what each basis means, for the note under a comparison's header
+BASIS_NOTES = {
+    "rounds": "*rounds*: each side timed in several worker processes; the figure is the median of the round "
+              "medians, and the test (Welch t on log round medians) counts each process once.",
+    "one-process": "*one-process*: a report without rounds; the U test on one process's samples cannot separate "
+                   "process noise from a change. Time both sides with `--rounds` (or use `ab`).",
+    "threshold-only": "*threshold-only*: no raw samples on one side (e.g. opperf's averages); the verdict rests on "
+                      "the threshold alone, without a significance test.",
+}
+
+
+def fmt_ms(value: Optional[float], spec: Optional[str] = None) -> str:
+    """Times keep 4 significant digits with trailing zeros (1.000, 0.01230), whole ms past 1000."""
+    if value is None:
+        return "---"
+    if spec is None:
+        spec = ".0f" if abs(value) >= 1000 else "#.4g"
+    return format(value, spec)
+
+
+def _env_value(value) -> str:
+    if value is None:
+        return "---"
+    if isinstance(value, list):
+        return ", ".join(str(v) for v in value) or "(none)"
+    return str(value)
+
+
+def _change(ratio: Optional[float]) -> str:
+    return "---" if ratio is None else f"{(ratio - 1) * 100:+.1f}%"
+
+
+def _evidence(m: MetricComparison) -> str:
+    """What the verdict rests on, in a table cell."""
+    if m.basis == "rounds":
+        return f"{m.rounds_base}v{m.rounds_new} rounds"
+    if m.basis == "one-process":
+        return f"{m.n_base}v{m.n_new} samples, 1 process"
+    return "threshold only"
+
+
+def _header(c: Comparison) -> list:
+    out = [f"# Comparison ({c.suite})", ""]
+    if c.base_source or c.new_source:
+        out += [f"- base: `{c.base_source}`", f"- new: `{c.new_source}`"]
+    out += [
+        f"- effect threshold: {c.threshold * 100:g}%; significance level {c.alpha:g}",
+        "- ratio = new / base; < 1 is faster",
+    ]
+    if c.gate is not None:
+        g = c.gate
+        failing = [f"{x['label']} ({x['slowdown_pct']:+.1f}%)" for x in g["slower"]] + \
+                  [f"{x['label']} ({x['new_status']})" for x in g["broken"]]
+        out += [f"- gate (--fail-above {g['fail_above_pct']:g}%): " + ("**passed**" if g["passed"] else
+                f"**failed** — {', '.join(failing)}")]
+    out += [""] + [BASIS_NOTES[b] for b in c.bases] + ([""] if c.bases else [])
+    return out
+
+
+def comparison_markdown(comparison: Comparison, chart_links: str = "") -> str:
+    """The Markdown view of a Comparison (tables in GitHub style)."""
+    from tabulate import tabulate
+
+    def table(rows, headers):
+        return tabulate(rows, headers, tablefmt="github", disable_numparse=True)
+
+    c = comparison
+    out = _header(c)
+    if c.env_differences:
+        out += ["## Environment differences", ""]
+        if c.env_mismatch_allowed:
+            out += ["Compared anyway (--allow-env-mismatch): timings may differ for these reasons.", ""]
+        out += [table([[d["key"], _env_value(d["base"]), _env_value(d["new"])] for d in c.env_differences],
+                      ["Key", "Base", "New"]), ""]
+    out += ["## Summary", ""]
+    rows = [[s.category, s.cases, fmt_ms(s.geomean_ratio), _change(s.geomean_ratio)]
+            + [s.counts[v] for v in VERDICTS] for s in c.summary]
+    out += [table(rows, ["Category", "Cases", "Geomean ratio", "Change", *VERDICTS]), ""]
+    out += ["## Cases", ""]
+    rows = []
+    for case in sorted(c.cases, key=lambda k: -(k.ratio or 0)):
+        for m in case.metrics:
+            why = m.reason if m.verdict == "noisy" else ""  # the one verdict that needs its reason here
+            rows.append([case.label, case.category, m.metric, fmt_ms(m.base_ms), fmt_ms(m.new_ms),
+                         fmt_ms(m.ratio, ".3f"), _change(m.ratio), fmt_ms(m.p_value, ".3g"), m.verdict,
+                         _evidence(m), why.replace("|", "\\|")])
+    headers = ["Case", "Category", "Metric", "Base (ms)", "New (ms)", "Ratio", "Change", "p", "Verdict",
+               "Evidence", "Why noisy"]
+    out += [table(rows, headers) if rows else "No case measured in both reports.", ""]
+    for title, items in (("Only in base", c.only_in_base), ("Only in new", c.only_in_new)):
+        if items:
+            out += [f"## {title} ({len(items)})", ""]
+            out += [table([[i["label"], i["status"]] for i in items], ["Case", "Status"]), ""]
+    if c.unmeasured:
+        out += [f"## Not measured on both sides ({len(c.unmeasured)})", ""]
+        out += [table([[i["label"], i["reason"]] for i in c.unmeasured], ["Case", "Why"]), ""]
+    if chart_links:
+        out += [chart_links.rstrip(), ""]
+    return "\n".join(out)

@@ -1,0 +1,33 @@
+"""rnnbench's declaration to benchcore: runner groups, rounds rules, merge order, chart style."""
+
+from __future__ import annotations
+
+from typing import List
+
+from benchcore.report import CaseResult
+from benchcore.rounds import combine_metrics, median
+from benchcore.suite import Suite
+
+SUITE_NAME = "rnnbench"
+EXECUTOR = "rnnbench.bench:execute"
+
+#: A runner's one-off costs are paid again by every round's fresh process: report the typical one.
+ROUND_RULES = {"build_ms": median, "compile_ms": median, "compile_forward_ms": median, "compile_backward_ms": median}
+
+
+def category(result: CaseResult) -> str:
+    return result.spec.params.get("group") or "lstm"
+
+
+def combine_rounds(per_round: List[dict]) -> dict:
+    return combine_metrics(per_round, ROUND_RULES)
+
+
+def _finish_merge(report):
+    from .bench import finish_merged
+
+    return finish_merged(report)
+
+
+SUITE = Suite(name=SUITE_NAME, executor=EXECUTOR, frameworks=("torch",), category=category,
+              combine_rounds=combine_rounds, finish_merge=_finish_merge, chart_style="runners")
