@@ -10,9 +10,12 @@ it is `noisy`.
 What the test rests on depends on what the reports hold (docs/COMPARING.md has the method):
 
 - **rounds** (both sides timed in ≥ 2 worker processes): the figure is the median of the round
-  medians, and the test is Welch's t-test on the logarithms of the round medians. A process is
-  the unit of evidence: its samples are not independent draws about the build (the variance
-  between processes dominates on a shared VM), so fifty samples from one process count once.
+  medians, and the test is a t-test on the logarithms of the round medians. A process is the
+  unit of evidence: its samples are not independent draws about the build (the variance between
+  processes dominates on a shared VM), so fifty samples from one process count once. With few
+  rounds a case's own variance estimate is weak, so it is moderated by a prior fitted to all the
+  comparison's cases (benchcore.stats.VariancePrior), and a shift every case shares because the
+  machine drifted between the sweeps is divided out first (benchcore.drift).
 - **one process** (a report without rounds): a Mann–Whitney U test on the raw samples, as
   before rounds existed; every such verdict says that it cannot separate process noise.
 - **threshold only** (opperf's averages, no samples): the threshold alone, and it says so.
@@ -31,11 +34,16 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Dict, List, Optional, Sequence
 
+import numpy as np
+
+from . import drift as drift_model
+from . import reference
+from .drift import Drift
 from .environment import environment_differences
 from .errors import UsageError
 from .labels import case_labels
 from .report import CaseResult, Report
-from .stats import Measurement, mann_whitney, welch_on_logs, within_step
+from .stats import Measurement, VariancePrior, mann_whitney, t_on_logs, within_step
 from .suite import Suite
 from .timing import METRICS, Timing
 
@@ -72,10 +80,17 @@ class MetricComparison:
     n_new: Optional[int] = None
     rounds_base: Optional[int] = None
     rounds_new: Optional[int] = None
-    #: 95% bounds of the ratio (from the test on rounds, or the medians' CIs); None without
+    #: 95% bounds of the judged ratio (from the test on rounds, or the medians' CIs); None without
     ratio_low: Optional[float] = None
     ratio_high: Optional[float] = None
+    #: the ratio the verdict judges: `ratio` with the machine's drift divided out (see
+    #: benchcore.drift); None when nothing was divided out
+    ratio_vs_machine: Optional[float] = None
     reason: str = ""
+
+    @property
+    def judged_ratio(self) -> Optional[float]:
+        return self.ratio_vs_machine if self.ratio_vs_machine is not None else self.ratio
 
 
 @dataclass
@@ -95,8 +110,8 @@ class CaseComparison:
 
     @property
     def worst_slowdown(self) -> Optional[float]:
-        """Largest ratio among metrics judged slower (None when none is)."""
-        ratios = [m.ratio for m in self.metrics if m.verdict == "slower" and m.ratio is not None]
+        """Largest judged ratio among metrics judged slower (None when none is)."""
+        ratios = [m.judged_ratio for m in self.metrics if m.verdict == "slower" and m.judged_ratio is not None]
         return max(ratios) if ratios else None
 
 
@@ -126,6 +141,10 @@ class Comparison:
     new_source: Optional[str] = None
     #: the CI gate's verdict when one was asked for (see gate_verdict)
     gate: Optional[dict] = None
+    #: the shift all cases share, and what of it was divided out before judging (benchcore.drift)
+    drift: Optional[Drift] = None
+    #: the variance prior the round-based tests were moderated with (None: too few cases)
+    prior: Optional[VariancePrior] = None
 
     @property
     def summary(self) -> List[CategorySummary]:
@@ -158,12 +177,22 @@ class Comparison:
         gate must fail on these too, or a crashing kernel would pass it."""
         return [u for u in self.unmeasured if u.get("base_status") == "ok" and u.get("new_status") != "ok"]
 
+    def build_wide_slowdown(self, fail_above_pct: float) -> Optional[float]:
+        """The build's sweep-wide slowdown (the drift the machine does not explain) when it is
+        judged slower by more than `fail_above_pct` percent, else None."""
+        d = self.drift
+        if d is None or d.verdict != "slower" or d.build_ratio is None:
+            return None
+        return d.build_ratio if d.build_ratio > 1.0 + fail_above_pct / 100.0 else None
+
     def gate_verdict(self, fail_above_pct: float) -> dict:
         """The --fail-above verdict, as recorded (field `gate`) in the JSON and Markdown views."""
         slower = self.regressions(fail_above_pct)
-        return {"fail_above_pct": fail_above_pct, "passed": not slower and not self.broken,
+        build = self.build_wide_slowdown(fail_above_pct)
+        return {"fail_above_pct": fail_above_pct, "passed": not slower and not self.broken and build is None,
                 "slower": [{"label": c.label, "slowdown_pct": (c.worst_slowdown - 1) * 100} for c in slower],
                 "broken": [{"label": u["label"], "new_status": u["new_status"]} for u in self.broken],
+                "build_wide_slowdown_pct": None if build is None else (build - 1) * 100,
                 "only_in_base": len(self.only_in_base)}
 
     def to_dict(self) -> dict:
@@ -182,6 +211,8 @@ class Comparison:
             "only_in_base": self.only_in_base,
             "only_in_new": self.only_in_new,
             "unmeasured": self.unmeasured,
+            "drift": asdict(self.drift) if self.drift else None,
+            "variance_prior": self.prior.to_dict() if self.prior else None,
             "gate": self.gate,
         }
 
@@ -205,9 +236,13 @@ def _summarise(category: str, cases: List[CaseComparison]) -> CategorySummary:
 
 
 def compare(base: Report, new: Report, suite: Optional[Suite] = None, threshold: float = 0.05,
-            alpha: float = 0.05, allow_env_mismatch: bool = False) -> Comparison:
+            alpha: float = 0.05, allow_env_mismatch: bool = False, interleaved: Optional[bool] = None) -> Comparison:
     """Compare `new` against `base`, case by case (matched by CaseSpec.key), on the figures
-    `suite` declares (default: the forward/backward Measurements)."""
+    `suite` declares (default: the forward/backward Measurements).
+
+    `interleaved`: the two reports come from one A/B run (`ab`), so no machine drift is removed;
+    None: decided from the reports (both record an `ab_side`).
+    """
     suite = suite or Suite(base.suite)
     if base.suite != new.suite:
         raise UsageError(f"cannot compare a {base.suite} report with a {new.suite} report; pass two reports of the same suite")
@@ -219,22 +254,52 @@ def compare(base: Report, new: Report, suite: Optional[Suite] = None, threshold:
     if differences and not allow_env_mismatch:
         keys = ", ".join(d["key"] for d in differences)
         raise UsageError(f"reports come from different environments ({keys} differ); pass --allow-env-mismatch to compare anyway")
+    if interleaved is None:
+        interleaved = all((r.environment or {}).get("ab_side") for r in (base, new))
     result = Comparison(base.suite, threshold, alpha, env_differences=differences,
                         env_mismatch_allowed=allow_env_mismatch)
     base_cases, new_cases = _by_key(base, "base"), _by_key(new, "new")
     labels = case_labels(list(base_cases.values()) + [n for k, n in new_cases.items() if k not in base_cases])
+    matched = []
     for key, b in base_cases.items():
         n = new_cases.get(key)
         if n is None:
             result.only_in_base.append(_brief(b, labels[key]))
-            continue
-        case, missing = _compare_case(b, n, suite, threshold, alpha, labels[key])
+        elif not (b.ok and n.ok):
+            result.unmeasured.append(_unmeasured(b, n, labels[key]))
+        else:
+            matched.append((b, n, suite.timings(b), suite.timings(n)))
+    result.only_in_new = [_brief(n, labels[k]) for k, n in new_cases.items() if k not in base_cases]
+    pairs = drift_model.round_pairs([(bt, nt) for _b, _n, bt, nt in matched])
+    result.prior = VariancePrior.fit(*zip(*[_log_variance(b, n) for b, n in pairs])) if pairs else None
+    result.drift = drift_model.estimate(pairs, reference.of_report(base), reference.of_report(new), interleaved,
+                                        threshold)
+    evidence = Evidence(threshold, alpha, result.prior, result.drift)
+    for b, n, bt, nt in matched:
+        case, missing = _compare_case(b, n, bt, nt, suite, evidence, labels[b.spec.key])
         if case is not None:
             result.cases.append(case)
         else:
             result.unmeasured.append(missing)
-    result.only_in_new = [_brief(n, labels[k]) for k, n in new_cases.items() if k not in base_cases]
     return result
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """What every metric's verdict is judged with: the effect threshold and significance level,
+    and, for round-based metrics, the variance prior and the drift to divide out."""
+
+    threshold: float
+    alpha: float
+    prior: Optional[VariancePrior] = None
+    drift: Optional[Drift] = None
+
+
+def _log_variance(base: Measurement, new: Measurement) -> tuple:
+    """(pooled variance of the log round medians, its degrees of freedom) of one quantity."""
+    x, y = np.log(base.round_medians), np.log(new.round_medians)
+    df = len(x) + len(y) - 2
+    return float((((x - x.mean()) ** 2).sum() + ((y - y.mean()) ** 2).sum()) / df), df
 
 
 def _by_key(report: Report, which: str) -> Dict[str, CaseResult]:
@@ -250,19 +315,24 @@ def _brief(result: CaseResult, label: str) -> dict:
     return {"key": result.spec.key, "name": result.spec.name, "label": label, "status": result.status}
 
 
-def _compare_case(base: CaseResult, new: CaseResult, suite: Suite, threshold: float, alpha: float, label: str):
+def _unmeasured(base: CaseResult, new: CaseResult, label: str) -> dict:
+    bad = [f"{side}: {r.status}" + (f" ({_one_line(r.error)})" if r.error else "")
+           for side, r in (("base", base), ("new", new)) if not r.ok]
+    return dict(_brief_pair(base, new, label), reason="; ".join(bad))
+
+
+def _brief_pair(base: CaseResult, new: CaseResult, label: str) -> dict:
+    return {"key": base.spec.key, "name": base.spec.name, "label": label,
+            "base_status": base.status, "new_status": new.status}
+
+
+def _compare_case(base: CaseResult, new: CaseResult, bt: Dict[str, Timing], nt: Dict[str, Timing], suite: Suite,
+                  evidence: "Evidence", label: str):
     """(CaseComparison, None) when both sides have a common timing, else (None, reason dict)."""
-    brief = {"key": base.spec.key, "name": base.spec.name, "label": label,
-             "base_status": base.status, "new_status": new.status}
-    if not (base.ok and new.ok):
-        bad = [f"{side}: {r.status}" + (f" ({_one_line(r.error)})" if r.error else "")
-               for side, r in (("base", base), ("new", new)) if not r.ok]
-        return None, dict(brief, reason="; ".join(bad))
-    bt, nt = suite.timings(base), suite.timings(new)
     shared = [m for m in METRICS if m in bt and m in nt]
     if not shared:
-        return None, dict(brief, reason="no timing present in both reports")
-    metrics = [compare_timings(m, bt[m], nt[m], threshold, alpha) for m in shared]
+        return None, dict(_brief_pair(base, new, label), reason="no timing present in both reports")
+    metrics = [compare_timings(m, bt[m], nt[m], evidence) for m in shared]
     verdict = _summary_verdict([m.verdict for m in metrics])
     base_total = sum(m.base_ms for m in metrics if m.base_ms is not None)
     new_total = sum(m.new_ms for m in metrics if m.new_ms is not None)
@@ -299,15 +369,15 @@ def _pct(ratio: float) -> str:
 # --------------------------------------------------------------------------- verdict rules
 
 
-def compare_timings(metric: str, base: Timing, new: Timing, threshold: float, alpha: float) -> MetricComparison:
+def compare_timings(metric: str, base: Timing, new: Timing, evidence: Evidence) -> MetricComparison:
     """The verdict rule for one timed quantity; see the module docstring."""
     if base.has_samples and new.has_samples:
         bm, nm = base.measurement, new.measurement
         resolution = max(base.resolution_ms, new.resolution_ms)
         if bm.round_count > 1 and nm.round_count > 1:
-            return _compare_rounds(metric, bm, nm, resolution, threshold, alpha)
-        return _compare_one_process(metric, bm, nm, resolution, threshold, alpha)
-    return _compare_summaries(metric, base, new, threshold)
+            return _compare_rounds(metric, bm, nm, resolution, evidence)
+        return _compare_one_process(metric, bm, nm, resolution, evidence.threshold, evidence.alpha)
+    return _compare_summaries(metric, base, new, evidence.threshold)
 
 
 def _compare_summaries(metric: str, base: Timing, new: Timing, threshold: float) -> MetricComparison:
@@ -332,31 +402,41 @@ def _compare_summaries(metric: str, base: Timing, new: Timing, threshold: float)
 
 def _not_measurable(result: MetricComparison, delta_ms: float, resolution_ms: float, threshold: float) -> bool:
     """A change past the threshold but within CLOCK_STEPS of the clock: noisy, with the reason."""
-    if _beyond(result.ratio, threshold) == 0 or not within_step(delta_ms, CLOCK_STEPS * resolution_ms):
+    if _beyond(result.judged_ratio, threshold) == 0 or not within_step(delta_ms, CLOCK_STEPS * resolution_ms):
         return False
     result.reason = (f"change {_pct(result.ratio)} is {abs(delta_ms) * 1e3:.3g} µs, within {CLOCK_STEPS} steps of "
                      f"the clock ({resolution_ms * 1e3:g} µs each): not measurable")
     return True
 
 
-def _compare_rounds(metric: str, bm: Measurement, nm: Measurement, resolution: float, threshold: float,
-                    alpha: float) -> MetricComparison:
-    """Median of round medians; Welch's t-test on their logarithms (a round is one piece of
-    evidence, however many samples it holds)."""
+def _compare_rounds(metric: str, bm: Measurement, nm: Measurement, resolution: float,
+                    evidence: Evidence) -> MetricComparison:
+    """Median of round medians; a t-test on their logarithms, moderated by the variance prior
+    and with the machine's drift divided out (a round is one piece of evidence, however many
+    samples it holds)."""
     result = MetricComparison(metric, bm.center, nm.center, None, "noisy", "rounds", "median of round medians",
                               n_base=bm.n, n_new=nm.n, rounds_base=bm.round_count, rounds_new=nm.round_count)
     if min(bm.round_medians) <= 0 or min(nm.round_medians) <= 0:
         result.reason = "a round median of 0 ms: the ratio is undefined"
         return result
     result.ratio = nm.center / bm.center
-    if _not_measurable(result, nm.center - bm.center, resolution, threshold):
+    drift = evidence.drift
+    removed = drift is not None and drift.removed_ratio != 1.0
+    if removed:
+        result.ratio_vs_machine = result.ratio / drift.removed_ratio
+    if _not_measurable(result, nm.center - bm.center, resolution, evidence.threshold):
         return result
-    test = welch_on_logs(bm.round_medians, nm.round_medians)
+    test = t_on_logs(bm.round_medians, nm.round_medians, evidence.prior,
+                     offset=drift.removed_log if removed else 0.0,
+                     offset_variance=drift.removed_log_variance if removed else 0.0)
     result.p_value, result.test_method = test.p_value, test.method
     result.ratio_low, result.ratio_high = test.ratio_ci95
-    evidence = (f"{bm.round_count} vs {nm.round_count} rounds; between-round spread "
-                f"{_spread_pct(bm)} vs {_spread_pct(nm)}")
-    _decide(result, threshold, alpha, evidence, "Welch t on log round medians")
+    parts = [f"{bm.round_count} vs {nm.round_count} rounds", f"between-round spread {_spread_pct(bm)} vs {_spread_pct(nm)}"]
+    if evidence.prior is not None:
+        parts.append("variance moderated over the comparison's cases")
+    if removed:
+        parts.append(f"machine drift {_pct(drift.removed_ratio)} divided out")
+    _decide(result, evidence.threshold, evidence.alpha, "; ".join(parts), "t-test on log round medians")
     return result
 
 
@@ -399,9 +479,9 @@ def _tight(base: Measurement, new: Measurement, threshold: float) -> bool:
 
 
 def _decide(result: MetricComparison, threshold: float, alpha: float, evidence: str, test: str) -> None:
-    """Set verdict and reason from the ratio, its 95% bounds and the test's p-value."""
-    direction = _beyond(result.ratio, threshold)
-    change = _pct(result.ratio)
+    """Set verdict and reason from the judged ratio, its 95% bounds and the test's p-value."""
+    direction = _beyond(result.judged_ratio, threshold)
+    change = _pct(result.judged_ratio)
     if direction == 0 and _spans_both_ways(result, threshold):
         result.reason = (f"change {change}, but the evidence allows anything from {_pct(result.ratio_low)} to "
                          f"{_pct(result.ratio_high)} ({evidence})")

@@ -268,22 +268,102 @@ def mann_whitney(base: Sequence[float], new: Sequence[float]) -> TestResult:
     return TestResult(float(result.pvalue), "mann-whitney")
 
 
-def welch_on_logs(base: Sequence[float], new: Sequence[float], confidence: float = 0.95) -> TestResult:
-    """Welch's t-test on the logarithms of two sets of positive values (round medians).
+def t_on_logs(base: Sequence[float], new: Sequence[float], prior: Optional["VariancePrior"] = None,
+              offset: float = 0.0, offset_variance: float = 0.0, confidence: float = 0.95) -> TestResult:
+    """A two-sample t-test on the logarithms of two sets of positive values (round medians):
+    is log(new) - log(base) different from `offset`?
 
     Logs make the test about the ratio new/base, the quantity a user reads, and tame the right
-    skew of times. Welch's form does not assume both sides equally noisy. Rounds that agree
-    exactly on both sides (a coarse clock) leave no variance to estimate: then the p-value is 0
-    for different levels and 1 for equal ones, and the interval is the point.
+    skew of times. The variance is pooled over both sides (the same machine times both), and,
+    with a `prior`, moderated: shrunk towards the variance typical of all the comparison's cases
+    (VariancePrior), which a test on three rounds a side badly needs (its own variance estimate
+    has 4 degrees of freedom). `offset` (with its own variance, added to the test's) is a shift
+    every case shares, e.g. a slower machine (benchcore.compare); the bounds returned are those
+    of the ratio with the offset removed. Without a prior and offset this is Student's t-test.
+
+    Rounds that agree exactly on both sides (a coarse clock) and no prior leave no variance:
+    then the p-value is 0 for different levels and 1 for equal ones, and the bounds are the point.
     """
-    from scipy.stats import ttest_ind
+    from scipy.stats import t as student_t
 
     x, y = np.log(np.asarray(base, dtype=np.float64)), np.log(np.asarray(new, dtype=np.float64))
-    if x.var() == 0 and y.var() == 0:
-        point = math.exp(float(y.mean() - x.mean()))
-        return TestResult(0.0 if point != 1.0 else 1.0, "welch-log", (point, point))
-    with warnings.catch_warnings():  # one side's rounds all equal: scipy warns, the test still holds
-        warnings.simplefilter("ignore", RuntimeWarning)
-        result = ttest_ind(y, x, equal_var=False)
-    low, high = result.confidence_interval(confidence)
-    return TestResult(float(result.pvalue), "welch-log", (math.exp(low), math.exp(high)))
+    df = len(x) + len(y) - 2
+    variance = (((x - x.mean()) ** 2).sum() + ((y - y.mean()) ** 2).sum()) / df if df > 0 else 0.0
+    if prior is not None:
+        variance, df = prior.moderated(variance, df)
+    se = math.sqrt(variance * (1 / len(x) + 1 / len(y)) + offset_variance)
+    change = float(y.mean() - x.mean() - offset)
+    if se == 0 or df <= 0:
+        point = math.exp(change)
+        return TestResult(0.0 if change != 0 else 1.0, "t-log", (point, point))
+    quantile = float(student_t.ppf(0.5 + confidence / 2, df))
+    p_value = float(2 * student_t.sf(abs(change) / se, df))
+    method = "moderated-t-log" if prior is not None else "t-log"
+    return TestResult(p_value, method, (math.exp(change - quantile * se), math.exp(change + quantile * se)))
+
+
+@dataclass(frozen=True)
+class VariancePrior:
+    """What the variance of a case's log round medians typically is, over all cases compared.
+
+    With three rounds a side, a case's own variance estimate is nearly worthless (4 degrees of
+    freedom): a case whose rounds happened to agree looks certain, one with an outlier round looks
+    hopeless. Every case of a sweep ran on the same machine in the same processes, so their
+    variances are related; an empirical-Bayes prior (Smyth 2004, limma's moderated t) fitted to
+    all of them lets each case borrow strength from the rest: its variance is shrunk towards the
+    prior's `variance` with the weight of `df` extra degrees of freedom. The fit estimates `df`
+    from how much the cases' variances scatter beyond what sampling alone explains, so cases that
+    truly differ in noise are shrunk less. `df` is infinite when sampling explains all the
+    scatter (every case then gets the prior's variance).
+    """
+
+    variance: float
+    df: float
+
+    #: fewer cases than this cannot tell a prior's spread from sampling noise
+    MIN_CASES = 10
+
+    def to_dict(self) -> dict:
+        return {"variance": self.variance, "df": None if math.isinf(self.df) else self.df}
+
+    def moderated(self, variance: float, df: float) -> Tuple[float, float]:
+        """(moderated variance, its degrees of freedom) for one case's (variance, df)."""
+        if math.isinf(self.df):
+            return self.variance, math.inf
+        return (self.df * self.variance + df * variance) / (self.df + df), self.df + df
+
+    @classmethod
+    def fit(cls, variances: Sequence[float], dfs: Sequence[float]) -> Optional["VariancePrior"]:
+        """The prior from cases' (variance, df) pairs (limma's fitFDist by moments of log
+        variances); None when fewer than MIN_CASES have a positive variance."""
+        from scipy.special import digamma, polygamma
+
+        pairs = [(v, d) for v, d in zip(variances, dfs) if v > 0 and d > 0]
+        if len(pairs) < cls.MIN_CASES:
+            return None
+        v, d = np.array([p[0] for p in pairs]), np.array([p[1] for p in pairs], dtype=np.float64)
+        e = np.log(v) - digamma(d / 2) + np.log(d / 2)
+        mean = float(e.mean())
+        excess = float(e.var(ddof=1) - polygamma(1, d / 2).mean())
+        if excess <= 0:
+            return cls(math.exp(mean), math.inf)
+        df = 2 * _trigamma_inverse(excess)
+        return cls(float(math.exp(mean + digamma(df / 2) - math.log(df / 2))), float(df))
+
+
+def _trigamma_inverse(x: float) -> float:
+    """y with trigamma(y) = x (Newton's method from limma's starting point)."""
+    from scipy.special import polygamma
+
+    if x > 1e7:
+        return 1 / math.sqrt(x)
+    if x < 1e-6:
+        return 1 / x
+    y = 0.5 + 1 / x
+    for _ in range(50):
+        tri = float(polygamma(1, y))
+        step = tri * (1 - tri / x) / float(polygamma(2, y))
+        y += step
+        if -step / y < 1e-8:
+            break
+    return y

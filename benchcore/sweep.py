@@ -16,10 +16,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
+from . import reference
 from .case import CaseSpec
 from .errors import UsageError
 from .report import CaseResult
-from .rounds import RoundPlan, combine_results
+from .rounds import RoundPlan, combine_metrics, combine_results
 from .runner import RunSettings
 from .suite import Suite
 
@@ -42,10 +43,17 @@ class SweepJob:
     #: side → interpreter, for `ab`; empty: one side, this interpreter
     pythons: Dict[str, str] = field(default_factory=dict)
     env: Optional[Dict[str, str]] = None
+    #: time benchcore.reference once per round (and side), at a random place in the round
+    reference: bool = True
 
     @property
     def sides(self) -> Sequence[str]:
         return tuple(self.pythons) or ("",)
+
+    @property
+    def all_specs(self) -> List[CaseSpec]:
+        """The suite's cases plus the machine reference."""
+        return self.specs + ([reference.SPEC] if self.reference else [])
 
     @property
     def round_settings(self) -> RunSettings:
@@ -86,8 +94,21 @@ def measure(job: SweepJob, args, prog: str, argv: Sequence[str], extra: dict,
     else:
         environments = {"": collect_local() if collect_local else collect(prog, [prog, *argv], job.suite.frameworks, extra)}
     by_side = run(job, args)
-    system = {"start": start.to_dict(), "end": read_system().to_dict()}
-    return {side: (dict(environments[side], system=system), by_side[side]) for side in job.sides}
+    end = read_system().to_dict()
+    measured = {}
+    for side, results in by_side.items():
+        cases = [r for r in results if not reference.is_reference(r.spec)]
+        system = {"start": start.to_dict(), "end": end, "reference": _reference_block(results)}
+        measured[side] = (dict(environments[side], system=system), cases)
+    return measured
+
+
+def _reference_block(results: List[CaseResult]) -> Optional[dict]:
+    """The machine reference's result, as the environment's `system.reference` records it."""
+    found = next((r for r in results if reference.is_reference(r.spec)), None)
+    if found is None:
+        return None
+    return {"status": found.status, "error": found.error, **reference.SPEC.params, **(found.metrics or {})}
 
 
 def collect(prog: str, argv: Sequence[str], frameworks: Sequence[str], extra: dict) -> dict:
@@ -119,7 +140,7 @@ def run(job: SweepJob, args) -> Dict[str, List[CaseResult]]:
     """Run every round of every case (on every side); side → results in the specs' order."""
     from .isolation import run_slots
 
-    slots = job.rounds.slots(job.specs, job.sides)
+    slots = job.rounds.slots(job.all_specs, job.sides)
     bar = _progress(len(slots))
 
     def started(spec, index, total):
@@ -133,7 +154,11 @@ def run(job: SweepJob, args) -> Dict[str, List[CaseResult]]:
             env=job.env, pythons=job.pythons or None, on_start=started, on_result=lambda result: bar.update(1))
     finally:
         bar.close()
-    return {side: combine_results(done, job.specs, job.suite.combine_rounds, side) for side in job.sides}
+    combined = {side: combine_results(done, job.specs, job.suite.combine_rounds, side) for side in job.sides}
+    if job.reference:  # the reference's metrics are benchcore's own: combined by the core's rules
+        for side in job.sides:
+            combined[side] += combine_results(done, [reference.SPEC], combine_metrics, side)
+    return combined
 
 
 def _progress(total: int):
@@ -171,9 +196,14 @@ def remove_checkpoint(checkpoint: Optional[Path]) -> None:
             pass
 
 
+#: what an A/B side's interpreter must print after importing the suite: anything that exits 0
+#: without it (/bin/true, a shell script) is not a Python that can run the suite
+SIDE_PROBE_MARKER = "benchcore-side-ok"
+
+
 def check_side_python(python: str, flag: str, suite: Suite) -> str:
-    """An A/B side's interpreter: it must exist, run, and import this suite's executor and the
-    frameworks (from this suite's source); else one line naming the fix."""
+    """An A/B side's interpreter: it must exist, be a Python, and import this suite's executor
+    and the frameworks (from this suite's source); else one line naming the fix."""
     import shutil
     import subprocess
 
@@ -182,7 +212,7 @@ def check_side_python(python: str, flag: str, suite: Suite) -> str:
         raise UsageError(f"{flag} {python}: no such executable; pass the python of a virtual environment "
                          "(e.g. venv/bin/python)")
     module = suite.executor.partition(":")[0]
-    probe = "; ".join(f"import {name}" for name in (*suite.frameworks, module))
+    probe = "; ".join([f"import {name}" for name in (*suite.frameworks, module)] + [f"print({SIDE_PROBE_MARKER!r})"])
     try:
         done = subprocess.run([path, "-c", probe], capture_output=True, text=True, timeout=300,
                               env=side_env(os.environ))
@@ -193,6 +223,9 @@ def check_side_python(python: str, flag: str, suite: Suite) -> str:
         last = lines[-1] if lines else f"exit status {done.returncode}"
         raise UsageError(f"{flag} {python} cannot import what {suite.name} needs ({last}); install "
                          f"{', '.join(suite.frameworks) or 'the dependencies'} in that environment")
+    if SIDE_PROBE_MARKER not in done.stdout:
+        raise UsageError(f"{flag} {python} is not a Python interpreter; pass the python of a virtual environment "
+                         "(e.g. venv/bin/python)")
     return path
 
 

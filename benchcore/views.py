@@ -13,7 +13,8 @@ from .compare import VERDICTS, Comparison, MetricComparison
 #: what each basis means, for the note under a comparison's header
 BASIS_NOTES = {
     "rounds": "*rounds*: each side timed in several worker processes; the figure is the median of the round "
-              "medians, and the test (Welch t on log round medians) counts each process once.",
+              "medians, and the test (a t-test on log round medians, its variance moderated over all cases) counts "
+              "each process once.",
     "one-process": "*one-process*: a report without rounds; the U test on one process's samples cannot separate "
                    "process noise from a change. Time both sides with `--rounds` (or use `ab`).",
     "threshold-only": "*threshold-only*: no raw samples on one side (e.g. opperf's averages); the verdict rests on "
@@ -62,11 +63,29 @@ def _header(c: Comparison) -> list:
     if c.gate is not None:
         g = c.gate
         failing = [f"{x['label']} ({x['slowdown_pct']:+.1f}%)" for x in g["slower"]] + \
-                  [f"{x['label']} ({x['new_status']})" for x in g["broken"]]
+                  [f"{x['label']} ({x['new_status']})" for x in g["broken"]] + \
+                  ([f"the build as a whole ({g['build_wide_slowdown_pct']:+.1f}%)"]
+                   if g.get("build_wide_slowdown_pct") is not None else [])
         out += [f"- gate (--fail-above {g['fail_above_pct']:g}%): " + ("**passed**" if g["passed"] else
                 f"**failed** — {', '.join(failing)}")]
     out += [""] + [BASIS_NOTES[b] for b in c.bases] + ([""] if c.bases else [])
-    return out
+    return out + _drift_section(c)
+
+
+def _drift_section(c: Comparison) -> list:
+    """What all cases shared, and what of it was divided out before each case was judged."""
+    d = c.drift
+    if d is None or (d.cases_ratio is None and d.reference_ratio is None):
+        return []
+    rows = [["cases together (median)", _change(d.cases_ratio), f"{d.quantities} quantities"],
+            ["machine reference", _change(d.reference_ratio),
+             "---" if d.reference_low is None else f"{_change(d.reference_low)} to {_change(d.reference_high)}"],
+            ["divided out of every case", _change(d.removed_ratio), d.basis],
+            ["the build as a whole", _change(d.build_ratio), d.verdict or "---"]]
+    from tabulate import tabulate
+
+    return ["## Drift", "", d.reason + ".", "",
+            tabulate(rows, ["Shift", "Change", "Evidence"], tablefmt="github", disable_numparse=True), ""]
 
 
 def comparison_markdown(comparison: Comparison, chart_links: str = "") -> str:
@@ -94,10 +113,11 @@ def comparison_markdown(comparison: Comparison, chart_links: str = "") -> str:
         for m in case.metrics:
             why = m.reason if m.verdict == "noisy" else ""  # the one verdict that needs its reason here
             rows.append([case.label, case.category, m.metric, fmt_ms(m.base_ms), fmt_ms(m.new_ms),
-                         fmt_ms(m.ratio, ".3f"), _change(m.ratio), fmt_ms(m.p_value, ".3g"), m.verdict,
+                         fmt_ms(m.ratio, ".3f"), _change(m.judged_ratio), fmt_ms(m.p_value, ".3g"), m.verdict,
                          _evidence(m), why.replace("|", "\\|")])
-    headers = ["Case", "Category", "Metric", "Base (ms)", "New (ms)", "Ratio", "Change", "p", "Verdict",
-               "Evidence", "Why noisy"]
+    drifted = c.drift is not None and c.drift.removed_ratio != 1.0
+    headers = ["Case", "Category", "Metric", "Base (ms)", "New (ms)", "Ratio",
+               "Change vs machine" if drifted else "Change", "p", "Verdict", "Evidence", "Why noisy"]
     out += [table(rows, headers) if rows else "No case measured in both reports.", ""]
     for title, items in (("Only in base", c.only_in_base), ("Only in new", c.only_in_new)):
         if items:

@@ -13,7 +13,7 @@ from benchcore.compare import compare as _compare, geometric_mean
 from benchcore.environment import environment_differences
 from benchcore.errors import UsageError
 from benchcore.report import CaseResult, Report
-from benchcore.stats import Measurement, mann_whitney, welch_on_logs
+from benchcore.stats import Measurement, VariancePrior, mann_whitney, t_on_logs
 from benchcore.suite import Suite
 from benchcore.timing import from_average, from_measurement, from_profiler_phase
 from benchcore.views import comparison_markdown
@@ -88,19 +88,48 @@ def test_mann_whitney_is_scipys_two_sided_test_of_new_against_base():
     assert mann_whitney([5.0] * 4, [5.0] * 6).p_value == 1.0  # nothing to tell apart
 
 
-def test_welch_on_logs_matches_scipy_and_bounds_the_ratio():
+def test_t_on_logs_is_students_t_on_the_logs_and_bounds_the_ratio():
     base, new = [1.0, 1.03, 0.98, 1.01], [1.21, 1.18, 1.22]
-    ours = welch_on_logs(base, new)
-    theirs = ttest_ind(np.log(new), np.log(base), equal_var=False)
-    assert ours.p_value == pytest.approx(theirs.pvalue)
+    ours = t_on_logs(base, new)
+    theirs = ttest_ind(np.log(new), np.log(base), equal_var=True)
+    assert ours.p_value == pytest.approx(theirs.pvalue) and ours.method == "t-log"
     low, high = theirs.confidence_interval(0.95)
     assert ours.ratio_ci95 == pytest.approx((math.exp(low), math.exp(high)))
     assert ours.ratio_ci95[0] < np.exp(np.mean(np.log(new)) - np.mean(np.log(base))) < ours.ratio_ci95[1]
 
 
-def test_welch_on_rounds_that_agree_exactly_on_each_side():
-    assert welch_on_logs([3.0] * 3, [5.0] * 3).p_value == 0.0
-    assert welch_on_logs([3.0] * 3, [3.0] * 4).p_value == 1.0
+def test_t_on_logs_tests_against_an_offset_and_widens_by_its_variance():
+    base, new = [1.0, 1.02, 0.99], [1.10, 1.12, 1.09]
+    plain = t_on_logs(base, new)
+    shifted = t_on_logs(base, new, offset=math.log(1.10))
+    assert plain.p_value < 0.01 and shifted.p_value > 0.5  # the whole change is the offset
+    assert shifted.ratio_ci95[0] < 1.0 < shifted.ratio_ci95[1]
+    wider = t_on_logs(base, new, offset=math.log(1.10), offset_variance=0.01)
+    assert wider.ratio_ci95[1] - wider.ratio_ci95[0] > shifted.ratio_ci95[1] - shifted.ratio_ci95[0]
+
+
+def test_t_on_rounds_that_agree_exactly_on_each_side():
+    assert t_on_logs([3.0] * 3, [5.0] * 3).p_value == 0.0
+    assert t_on_logs([3.0] * 3, [3.0] * 4).p_value == 1.0
+
+
+def test_a_prior_moderates_a_case_whose_rounds_happened_to_agree():
+    prior = VariancePrior(variance=0.03 ** 2, df=20.0)
+    base, new = [1.0, 1.0001, 0.9999], [1.06, 1.0601, 1.0599]
+    assert t_on_logs(base, new).p_value < 1e-6  # on its own: certain
+    moderated = t_on_logs(base, new, prior)
+    assert moderated.method == "moderated-t-log" and moderated.p_value > 0.01  # typical noise: not certain
+    assert prior.moderated(0.0, 4) == pytest.approx((20 * 0.03 ** 2 / 24, 24))
+
+
+def test_the_prior_recovers_a_common_variance_and_its_spread():
+    rng = np.random.default_rng(3)
+    same = [0.04 ** 2 * rng.chisquare(4) / 4 for _ in range(2000)]
+    fitted = VariancePrior.fit(same, [4] * len(same))
+    assert fitted.variance == pytest.approx(0.04 ** 2, rel=0.1) and fitted.df > 50
+    spread = [(0.04 * math.exp(rng.normal(0, 0.5))) ** 2 * rng.chisquare(4) / 4 for _ in range(2000)]
+    assert VariancePrior.fit(spread, [4] * len(spread)).df < 10  # cases truly differ: shrink less
+    assert VariancePrior.fit(same[:5], [4] * 5) is None  # too few to fit
 
 
 # --------------------------------------------------------------------------- verdicts
@@ -525,3 +554,94 @@ def test_one_side_without_rounds_is_judged_on_one_process_and_says_so():
     assert m.basis == "one-process" and "cannot separate process noise" in m.reason
     text = comparison_markdown(compare(make_report([base]), make_report([new])))
     assert "*one-process*" in text and "*rounds*" not in text
+
+
+# --------------------------------------------------------------------------- drift between sweeps
+
+
+def reference_block(scale, seed, rounds=3):
+    """A report's machine reference (benchcore.reference) whose rounds ran `scale` times slower."""
+    rng = np.random.default_rng(seed)
+    parts = {part: Measurement.from_rounds([list(scale * base * (1 + 0.002 * rng.standard_normal(10)))
+                                            for _ in range(rounds)]).to_dict()
+             for part, base in (("compute", 0.8), ("memory", 20.0))}
+    return {"status": "ok", "version": 1, **parts}
+
+
+def sweep(scales, machine, reference_scale=None, seed=0, spread=0.02, env_extra=None):
+    """A report of len(scales) cases with 3 rounds each: case i at 1 ms × scales[i] × machine;
+    the reference at reference_scale (None: no reference)."""
+    rng = np.random.default_rng(seed)
+    results = [rounds_result(f"op{i}", levels(rng, 3, spread), seed=seed * 1000 + i, scale=s * machine, noise=0.005)
+               for i, s in enumerate(scales)]
+    env = dict(ENV, **(env_extra or {}))
+    if reference_scale is not None:
+        env["system"] = {"reference": reference_block(reference_scale, seed)}
+    return make_report(results, env=env)
+
+
+def verdicts(comparison):
+    return [c.verdict for c in comparison.cases]
+
+
+def test_a_slower_machine_is_divided_out_when_the_reference_agrees():
+    """The A/A pair the issue measured: the second sweep ran 8% slower as a whole, and so did the
+    machine reference. Without drift handling nearly every case would be "slower"."""
+    result = compare(sweep([1.0] * 40, 1.0, 1.0, seed=1), sweep([1.0] * 40, 1.08, 1.08, seed=2))
+    assert result.drift.basis == "machine" and result.drift.removed_ratio == pytest.approx(1.08, rel=0.02)
+    assert result.drift.verdict == "same"
+    assert sum(v in ("faster", "slower") for v in verdicts(result)) <= 1
+    m = result.cases[0].metrics[0]
+    assert m.ratio == pytest.approx(1.08, rel=0.04) and m.judged_ratio == pytest.approx(1.0, abs=0.04)
+    assert "machine drift +8" in m.reason
+    assert result.gate_verdict(10)["passed"]
+
+
+def test_cases_that_changed_are_found_on_a_drifting_machine():
+    """20% of the cases 10% slower, on a machine that drifted +6% between the sweeps."""
+    scales = [1.10 if i % 5 == 0 else 1.0 for i in range(40)]
+    result = compare(sweep([1.0] * 40, 1.0, 1.0, seed=3), sweep(scales, 1.06, 1.06, seed=4))
+    found = {c.name for c in result.cases if c.verdict == "slower"}
+    assert found == {f"op{i}" for i in range(0, 40, 5)}
+    assert all(c.verdict == "same" for c in result.cases if c.name not in found)
+
+
+def test_a_build_wide_slowdown_the_machine_does_not_explain_is_its_own_verdict():
+    """Every case 12% slower, the machine reference unchanged: the build, not the machine."""
+    result = compare(sweep([1.0] * 40, 1.0, 1.0, seed=5), sweep([1.0] * 40, 1.12, 1.0, seed=6))
+    d = result.drift
+    assert d.basis == "reference" and d.verdict == "slower" and d.build_ratio == pytest.approx(1.12, rel=0.03)
+    assert all(v == "slower" for v in verdicts(result))  # only the (unchanged) machine was divided out
+    gate = result.gate_verdict(10)
+    assert not gate["passed"] and gate["build_wide_slowdown_pct"] == pytest.approx(12, abs=3)
+    assert "the build as a whole" in comparison_markdown(result)
+
+
+def test_without_a_reference_nothing_is_divided_out_and_the_shift_is_reported():
+    result = compare(sweep([1.0] * 40, 1.0, seed=7), sweep([1.0] * 40, 1.08, seed=8))
+    assert result.drift.basis == "none" and result.drift.removed_ratio == 1.0
+    assert result.drift.cases_ratio == pytest.approx(1.08, rel=0.02)
+    assert sum(v == "slower" for v in verdicts(result)) >= 30
+    assert "## Drift" in comparison_markdown(result)
+
+
+def test_an_interleaved_ab_pair_keeps_its_common_shift():
+    """In `ab` both sides ran in one sitting: a common shift is the build's, never removed."""
+    result = compare(sweep([1.0] * 40, 1.0, 1.0, seed=9, env_extra={"ab_side": "base"}),
+                     sweep([1.0] * 40, 1.08, 1.08, seed=10, env_extra={"ab_side": "new"}))
+    assert result.drift.basis == "interleaved" and result.drift.removed_ratio == 1.0
+    assert result.drift.verdict == "slower"
+    assert sum(v == "slower" for v in verdicts(result)) >= 36
+
+
+def test_few_cases_divide_out_the_reference_alone():
+    result = compare(sweep([1.0] * 3, 1.0, 1.0, seed=11), sweep([1.0] * 3, 1.08, 1.08, seed=12))
+    assert result.drift.basis == "reference" and "too few quantities" in result.drift.reason
+    assert result.drift.removed_ratio == pytest.approx(1.08, rel=0.01)
+    assert all(v == "same" for v in verdicts(result))
+
+
+def test_the_drift_and_prior_reach_the_json():
+    result = compare(sweep([1.0] * 40, 1.0, 1.0, seed=13), sweep([1.0] * 40, 1.05, 1.05, seed=14))
+    data = json.loads(result.to_json())
+    assert data["drift"]["basis"] == "machine" and data["variance_prior"]["variance"] > 0

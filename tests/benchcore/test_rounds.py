@@ -156,6 +156,14 @@ def test_combining_metrics_follows_rules_and_keeps_differing_values():
 # --------------------------------------------------------------------------- the rounds' statistics
 
 
+def test_a_rule_applies_to_numbers_only_never_to_a_reason_under_the_same_key():
+    rules = {"compile_ms": max}
+    per_round = [{"compile_ms": 3.0, "missing": {"compile_ms": "not compiled"}},
+                 {"compile_ms": 5.0, "missing": {"compile_ms": "not compiled"}}]
+    combined = combine_metrics(per_round, rules)
+    assert combined["compile_ms"] == 5.0 and combined["missing"] == {"compile_ms": "not compiled"}
+
+
 def test_round_statistics_by_hand():
     m = Measurement.from_rounds([[1.0, 1.2], [2.0, 2.2], [3.0, 3.2]])
     assert m.round_medians == (1.1, 2.1, 3.1)

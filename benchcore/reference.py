@@ -1,0 +1,74 @@
+"""The machine reference: a fixed workload timed once in every round of every sweep.
+
+Why: two sweeps of the same build run an hour apart differ as a whole by several percent on a
+shared VM (docs/COMPARING.md), and nothing inside either sweep can say whether a sweep-wide
+shift comes from the machine or from the build. A workload that no build change touches — numpy
+arithmetic on an array that fits in cache (the CPU's speed) and a copy of an array far larger
+than the caches (memory bandwidth) — timed in the same worker processes, at a random place in
+each round's shuffled order, measures the machine alone. `compare` reads it to tell "this
+machine was 6% slower today" from "this build is 6% slower".
+
+It runs as one more case of the sweep (suite "benchcore"), so rounds, the checkpoint, resume
+and A/B sides treat it like any other; the sweep moves its result out of the case list into the
+environment's `system.reference` block.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from .case import CaseSpec, Workload
+from .runner import RunSettings, run_workload
+from .timers import PerfCounterTimer
+
+SUITE = "benchcore"
+#: bump `version` when the workload changes: references of different versions do not compare
+SPEC = CaseSpec(SUITE, "machine_reference", {"version": 1})
+#: per round: enough samples that the round's median is exact to well under a percent
+SETTINGS = RunSettings(warmup=3, runs=10, run_backward=False)
+#: float64 elements: 256 KiB per array, inside any L2 cache
+COMPUTE_ELEMENTS = 32 * 1024
+COMPUTE_REPEATS = 40
+#: float64 elements: 32 MiB per array, beyond the last-level cache of the machines we run on
+MEMORY_ELEMENTS = 4 * 1024 * 1024
+
+
+def _compute_workload() -> Workload:
+    import numpy as np
+
+    a = np.linspace(0.5, 1.5, COMPUTE_ELEMENTS)
+    b = np.linspace(1.5, 0.5, COMPUTE_ELEMENTS)
+    out = np.empty_like(a)
+
+    def forward():
+        for _ in range(COMPUTE_REPEATS):
+            np.multiply(a, b, out=out)
+            np.add(out, a, out=out)
+        return out
+
+    return Workload(forward=forward)
+
+
+def _memory_workload() -> Workload:
+    import numpy as np
+
+    source = np.ones(MEMORY_ELEMENTS)
+    target = np.empty_like(source)
+    return Workload(forward=lambda: np.copyto(target, source))
+
+
+def execute(spec: CaseSpec, options: dict) -> dict:
+    """The reference's metrics: `compute` and `memory` Measurements (ms per call)."""
+    timer = PerfCounterTimer(sync=lambda: None)
+    return {name: run_workload(build(), SETTINGS, timer).forward.to_dict()
+            for name, build in (("compute", _compute_workload), ("memory", _memory_workload))}
+
+
+def is_reference(spec: CaseSpec) -> bool:
+    return spec.suite == SUITE and spec.name == SPEC.name
+
+
+def of_report(report) -> Optional[dict]:
+    """The reference block a report's environment holds (None: a report without one)."""
+    block = ((report.environment or {}).get("system") or {}).get("reference")
+    return block if isinstance(block, dict) and block.get("status") == "ok" else None

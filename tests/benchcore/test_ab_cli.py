@@ -1,0 +1,95 @@
+"""`opbench ab`, `rnnbench ab`, `system` and the --rounds flag, through the real command lines."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from benchcore.report import Report
+
+ROOT = Path(__file__).resolve().parents[2]
+OPBENCH_FAST = ["--ops", "broadcast_add", "--tiny", "-w", "1", "-r", "4", "--rounds", "2"]
+RNN_FAST = ["--seqLength", "3", "--numLayers", "1", "--inputSize", "4", "--hiddenSize", "4", "--miniBatch", "2",
+            "--nloops", "4", "--warmup", "1", "--device", "cpu", "--rnns", "cudnn", "--rounds", "2"]
+
+
+def run(suite, *args, cwd, timeout=300):
+    return subprocess.run([sys.executable, "-m", suite, *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def one_line_error(proc, prog, *words):
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"{prog}: error: "), proc.stderr
+    for word in words:
+        assert word in lines[0], lines[0]
+
+
+def test_opbench_ab_with_the_same_venv_twice_is_a_valid_aa_run(tmp_path):
+    out = tmp_path / "ab"
+    proc = run("opbench", "ab", "--base-python", sys.executable, "--new-python", sys.executable, *OPBENCH_FAST,
+               "--output-dir", str(out), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    base, new = Report.load(out / "base.json"), Report.load(out / "new.json")
+    assert [r.spec.key for r in base.results] == [r.spec.key for r in new.results] and base.results
+    assert {base.environment["ab_side"], new.environment["ab_side"]} == {"base", "new"}
+    for report in (base, new):
+        assert report.settings["rounds"]["rounds"] == 2
+        assert all(len(r.rounds) == 2 for r in report.results)
+        assert report.environment["system"]["reference"]["status"] == "ok"
+    comparison = json.loads((out / "comparison.json").read_text())
+    assert comparison["drift"]["basis"] == "interleaved"
+    assert len(comparison["cases"]) == len(base.results)
+    assert "# Comparison (opbench)" in (out / "comparison.md").read_text() and "# Comparison" in proc.stdout
+
+
+def test_rnnbench_ab_writes_both_reports_and_their_comparison(tmp_path):
+    out = tmp_path / "ab"
+    proc = run("rnnbench", "ab", "--base-python", sys.executable, "--new-python", sys.executable, *RNN_FAST,
+               "--output-dir", str(out), "--fail-above", "50", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    for side in ("base", "new"):
+        report = Report.load(out / f"{side}.json")
+        assert [r.spec.name for r in report.results] == ["cudnn"] and report.results[0].ok
+    gate = json.loads((out / "comparison.json").read_text())["gate"]
+    assert gate["passed"] and gate["fail_above_pct"] == 50
+
+
+@pytest.mark.parametrize("suite,prefix", [("opbench", ["ab"]), ("rnnbench", ["ab"])])
+def test_ab_refuses_a_missing_python_or_one_that_is_not_a_python(tmp_path, suite, prefix):
+    fast = OPBENCH_FAST if suite == "opbench" else RNN_FAST
+    missing = run(suite, *prefix, "--base-python", str(tmp_path / "nope"), "--new-python", sys.executable, *fast,
+                  "--output-dir", str(tmp_path / "o"), cwd=tmp_path)
+    one_line_error(missing, suite, "--base-python", "no such executable")
+    not_python = run(suite, *prefix, "--base-python", sys.executable, "--new-python", "/bin/true", *fast,
+                     "--output-dir", str(tmp_path / "o"), cwd=tmp_path)
+    one_line_error(not_python, suite, "--new-python /bin/true is not a Python interpreter")
+    assert not (tmp_path / "o" / "base.json").exists()
+
+
+def test_ab_refuses_an_environment_without_the_framework(tmp_path):
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(tmp_path / "bare")], check=True)
+    proc = run("opbench", "ab", "--base-python", str(tmp_path / "bare" / "bin" / "python"), "--new-python", sys.executable, *OPBENCH_FAST,
+               "--output-dir", str(tmp_path / "o"), cwd=tmp_path)
+    one_line_error(proc, "opbench", "--base-python", "cannot import what opbench needs", "install mxnet")
+
+
+@pytest.mark.parametrize("value,words", [("0", ["--rounds", "at least 1"]), ("x", ["--rounds", "not an integer"])])
+def test_bad_rounds_are_refused_before_anything_runs(tmp_path, value, words):
+    one_line_error(run("opbench", "--ops", "round", "--rounds", value, "-o", "r.json", cwd=tmp_path), "opbench", *words)
+    one_line_error(run("rnnbench", "bench", "--rounds", value, cwd=tmp_path), "rnnbench", *words)
+    assert not (tmp_path / "r.json").exists()
+
+
+@pytest.mark.parametrize("suite", ["opbench", "rnnbench"])
+def test_system_prints_the_noise_state_with_a_fix_for_each_warning(tmp_path, suite):
+    proc = run(suite, "system", cwd=tmp_path, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert "usable cores" in proc.stdout and "load average" in proc.stdout and "ASLR" in proc.stdout
+    warnings = [line for line in proc.stdout.splitlines() if line.startswith("warning: ")]
+    fixes = [line for line in proc.stdout.splitlines() if line.startswith("  fix: ")]
+    assert len(warnings) == len(fixes)
+    assert warnings or "Nothing found" in proc.stdout
