@@ -26,13 +26,12 @@ from typing import List, Optional, Sequence, Tuple
 
 import numpy as np
 
+from . import reference
 from .stats import Measurement
 from .timing import METRICS
 
 #: fewer quantities than this make the cases' median a poor estimate of a common shift
 MIN_QUANTITIES = 10
-#: the reference's parts, each a Measurement with rounds
-REFERENCE_PARTS = ("compute", "memory")
 #: a median of n log ratios is about this many times noisier than their mean (normal data)
 MEDIAN_EFFICIENCY = math.sqrt(math.pi / 2)
 
@@ -128,7 +127,7 @@ def reference_shift(base: Optional[dict], new: Optional[dict]) -> Optional[Tuple
     if not base or not new or base.get("version") != new.get("version"):
         return None
     logs, variances = [], []
-    for part in REFERENCE_PARTS:
+    for part in reference.PARTS:
         b, n = _measurement(base.get(part)), _measurement(new.get(part))
         if b is None or n is None or b.round_count < 2 or n.round_count < 2:
             return None

@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Dict, List, Optional, Sequence
 
+from . import reference
 from .environment import environment_differences
 from .errors import UsageError
 from .report import CaseResult, Report
@@ -108,9 +109,20 @@ def merge(reports: List[Report], sources: Optional[Sequence[str]] = None, allow_
         "missing_shards": missing,
         "environment_differs": sorted({d["key"] for diff in differences for d in diff}),
     }
-    merged = Report(suite=first.suite, environment=dict(first.environment), settings=settings,
-                    results=results, extra=extra, schema_version=first.schema_version)
+    merged = Report(suite=first.suite, environment=_merged_environment([reports[i] for i in order]),
+                    settings=settings, results=results, extra=extra, schema_version=first.schema_version)
     return _finished(merged, finish) if finish else merged
+
+
+def _merged_environment(reports: Sequence[Report]) -> dict:
+    """The first shard's environment, with the machine reference of all shards joined (each
+    shard's rounds are more rounds of the machine; see benchcore.reference)."""
+    environment = dict(reports[0].environment)
+    system = environment.get("system")
+    if isinstance(system, dict) and "reference" in system:
+        blocks = [((r.environment or {}).get("system") or {}).get("reference") for r in reports]
+        environment["system"] = dict(system, reference=reference.merged(blocks))
+    return environment
 
 
 def _finished(merged: Report, finish: Finisher) -> Report:

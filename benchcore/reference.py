@@ -15,15 +15,18 @@ environment's `system.reference` block.
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Optional, Sequence
 
 from .case import CaseSpec, Workload
 from .runner import RunSettings, run_workload
+from .stats import Measurement
 from .timers import PerfCounterTimer
 
 SUITE = "benchcore"
 #: bump `version` when the workload changes: references of different versions do not compare
 SPEC = CaseSpec(SUITE, "machine_reference", {"version": 1})
+#: the parts of the reference, each a Measurement in the block
+PARTS = ("compute", "memory")
 #: per round: enough samples that the round's median is exact to well under a percent
 SETTINGS = RunSettings(warmup=3, runs=10, run_backward=False)
 #: float64 elements: 256 KiB per array, inside any L2 cache
@@ -60,12 +63,26 @@ def _memory_workload() -> Workload:
 def execute(spec: CaseSpec, options: dict) -> dict:
     """The reference's metrics: `compute` and `memory` Measurements (ms per call)."""
     timer = PerfCounterTimer(sync=lambda: None)
-    return {name: run_workload(build(), SETTINGS, timer).forward.to_dict()
-            for name, build in (("compute", _compute_workload), ("memory", _memory_workload))}
+    builders = {"compute": _compute_workload, "memory": _memory_workload}
+    return {name: run_workload(builders[name](), SETTINGS, timer).forward.to_dict() for name in PARTS}
 
 
 def is_reference(spec: CaseSpec) -> bool:
     return spec.suite == SUITE and spec.name == SPEC.name
+
+
+def merged(blocks: Sequence[Optional[dict]]) -> Optional[dict]:
+    """One reference block from the shards of a sweep: every shard's rounds are rounds of the
+    machine. None unless every block is ok and of one version."""
+    if not blocks or any(b is None or b.get("status") != "ok" for b in blocks):
+        return None
+    if len({b.get("version") for b in blocks}) != 1:
+        return None
+    joined = dict(blocks[0])
+    for part in PARTS:
+        rounds = [r for b in blocks for r in Measurement.from_dict(b[part]).rounds]
+        joined[part] = Measurement.from_rounds(rounds).to_dict()
+    return joined
 
 
 def of_report(report) -> Optional[dict]:

@@ -414,10 +414,22 @@ def _cell(value, width: int) -> str:
 
 
 def table_row(result) -> List[object]:
+    """Runner, then mean, std and median of forward and backward; with rounds the median is the
+    median of the round medians (the figure `compare` judges)."""
     row: List[object] = [result.spec.name]
     for which in ("forward", "backward"):
-        row += [_stat(result, which, "mean_ms"), _stat(result, which, "std_ms"), _stat(result, which, "median_ms")]
+        row += [_stat(result, which, "mean_ms"), _stat(result, which, "std_ms"), _center(result, which)]
     return row
+
+
+def _center(result, which: str) -> Optional[float]:
+    rounds = _stat(result, which, "rounds")
+    return rounds["median_ms"] if isinstance(rounds, dict) else _stat(result, which, "median_ms")
+
+
+def _round_spread(result, which: str) -> Optional[str]:
+    rounds = _stat(result, which, "rounds")
+    return None if not isinstance(rounds, dict) or rounds.get("spread") is None else f"{rounds['spread'] * 100:.1f}%"
 
 
 def console_table(results, sep: str = " ", colwidth: int = 16) -> str:
@@ -496,15 +508,21 @@ def markdown_report(report) -> str:
     ]
     lines += [f"- {name}: {value}" for name, value in facts if value is not None]
     lines.append("")
+    rounds = ((report.settings or {}).get("rounds") or {}).get("rounds", 1) > 1
+    if rounds:
+        lines += ["With rounds, a median is the median of the rounds' medians, and *round spread* is (largest - "
+                  "smallest round median) / that median.", ""]
     headers = ["Runner", "Fwd mean (ms)", "Fwd std (ms)", "Fwd median (ms)", "Bwd mean (ms)", "Bwd std (ms)",
-               "Bwd median (ms)", "Compile (ms)", "Runs", "Status"]
+               "Bwd median (ms)"] + (["Fwd round spread", "Bwd round spread"] if rounds else []) + [
+               "Compile (ms)", "Runs", "Status"]
     for group, members in grouped(report.results).items():
         lines += [f"## {GROUP_TITLES.get(group, group)} ({group})", ""]
         rows = []
         for result in members:
             metrics = result.metrics or {}
-            rows.append(table_row(result) + [metrics.get("compile_ms"), _stat(result, "forward", "n"),
-                                             _status_text(result)])
+            spreads = [_round_spread(result, "forward"), _round_spread(result, "backward")] if rounds else []
+            rows.append(table_row(result) + spreads + [metrics.get("compile_ms"), _stat(result, "forward", "n"),
+                                                       _status_text(result)])
         lines.append(tabulate(rows, headers=headers, tablefmt="github", floatfmt=".4g", missingval="---"))
         lines.append("")
     return "\n".join(lines)

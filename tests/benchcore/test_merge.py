@@ -129,3 +129,19 @@ def test_parse_shard_forms():
     for bad in ("0/3", "a/b", "3", None, {"index": 2}):
         with pytest.raises(UsageError):
             parse_shard(bad)
+
+
+def test_the_shards_machine_references_join_as_rounds_of_one_machine():
+    from tests.benchcore.test_compare import reference_block
+
+    results = all_results()
+    envs = [dict(ENV, system={"reference": reference_block(1.0, seed, rounds=3)}) for seed in (1, 2)]
+    merged = merge([shard(1, 2, results[:3], env=envs[0]), shard(2, 2, results[3:], env=envs[1])])
+    joined = merged.environment["system"]["reference"]
+    for part in ("compute", "memory"):
+        assert joined[part]["rounds"]["count"] == 6
+        assert sorted(joined[part]["samples_ms"]) == sorted(envs[0]["system"]["reference"][part]["samples_ms"]
+                                                           + envs[1]["system"]["reference"][part]["samples_ms"])
+    envs[1]["system"]["reference"]["status"] = "failed"
+    partial = merge([shard(1, 2, results[:3], env=envs[0]), shard(2, 2, results[3:], env=envs[1])])
+    assert partial.environment["system"]["reference"] is None  # one shard without it: no joined reference

@@ -1,0 +1,34 @@
+"""opbench with --rounds: every case timed in each round's fresh workers, and the report and its
+Markdown keep the rounds apart."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import mxnet  # noqa: F401  (the sweep below needs it; a broken install must fail, not skip)
+
+from benchcore.report import Report
+from benchcore.stats import round_sizes_of
+from opbench.views import to_markdown
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_rounds_reach_the_report_and_its_markdown(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "opbench", "--ops", "round", "--tiny", "-w", "2", "-r", "6",
+                           "--rounds", "2", "--seed", "5", "-f", "json,md", "-o", "r.json"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    report = Report.load(tmp_path / "r.json")
+    assert report.settings["rounds"] == {"rounds": 2, "order_seed": 5, "runs_per_round": 3, "warmup_per_round": 2}
+    for result in report.results:
+        assert [r["round"] for r in result.rounds] == [1, 2] and all(r["status"] == "ok" for r in result.rounds)
+        assert round_sizes_of(result.metrics["profiler"]["forward"]) == [3, 3]
+        assert result.metrics["forward"]["rounds"]["count"] == 2
+    reference = report.environment["system"]["reference"]
+    assert reference["status"] == "ok" and reference["compute"]["rounds"]["count"] == 2
+    md = (tmp_path / "r.md").read_text()
+    assert md == to_markdown(report) + "\n"
+    assert "2 rounds, each in fresh worker processes and a shuffled case order (seed 5), 3 runs and 2 warmup each" in md
+    rows = [line for line in md.splitlines() if line.startswith("| round ")]
+    assert "Fwd Round Spread" in md and rows and all(line.rstrip(" |").endswith("%") for line in rows)
