@@ -8,8 +8,8 @@ declaration instead of reading `metrics["profiler"]` or a params key by name.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable, Dict, List, Optional, Sequence, Tuple
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Callable, Dict, List, Optional, Tuple
 
 from .timing import METRICS, Timing, from_measurement
 
@@ -53,5 +53,3 @@ class Suite:
     finish_merge: Optional[Callable[["Report"], "Report"]] = None
     #: "cases" (slowest cases and categories) or "runners" (one bar pair per runner)
     chart_style: str = "cases"
-    #: the report's environment keys that are settings of the run, compared like the environment
-    env_settings: Sequence[str] = field(default_factory=tuple)
