@@ -33,7 +33,7 @@ METRIC_ORDER = ("forward", "backward")
 SLOWER_COLOR, FASTER_COLOR = "#c62828", "#2e7d32"
 ENV_COLORS = ("#1f77b4", "#ff7f0e", "#9467bd", "#8c564b", "#17becf", "#7f7f7f")
 STYLE = """
-body { font-family: system-ui, sans-serif; margin: 1.5rem auto; max-width: 72rem; color: #222; }
+body { font-family: system-ui, sans-serif; margin: 1.5rem auto; padding: 0 1rem; max-width: 72rem; color: #222; }
 table { border-collapse: collapse; margin: 0.5rem 0 1.5rem; font-size: 0.9rem; }
 th, td { border-bottom: 1px solid #ddd; padding: 0.25rem 0.6rem; text-align: left; }
 td.num { text-align: right; font-variant-numeric: tabular-nums; }
@@ -201,7 +201,8 @@ def case_html(history: History, key: str, series: Sequence[Series], changes: Seq
     figure = case_figure(history, series, changes)
     steps = _changes_table(changes, {}) if changes else "<p class='muted'>no step beyond the threshold</p>"
     body = (f"<nav><a href='../index.html'>← overview</a></nav><h1>{_e(case.label)}</h1>"
-            f"<p>{_e(case.category)} · <code>{_e(key)}</code></p>{figure}<h2>Steps</h2>{steps}")
+            f"<p>{_e(case.category)}</p><details><summary>case key</summary><code>{_e(key)}</code></details>"
+            f"{figure}<h2>Steps</h2>{steps}")
     return _page(f"{case.label} · {history.suite} history", body, script=f"../{PLOTLY_JS}")
 
 
@@ -228,8 +229,9 @@ def case_figure(history: History, series: Sequence[Series], changes: Sequence[Ch
         for trace in _series_traces(s, [runs[p.run_id] for p in s.points], own, color,
                                     env.summary if env else s.environment_id, len(envs) > 1):
             fig.add_trace(trace, row=row, col=1)
-    fig.update_layout(height=320 * len(metrics) + 60, margin=dict(l=60, r=20, t=50, b=40), hovermode="closest",
-                      legend=dict(orientation="h", y=1.06 + 0.04 * (len(metrics) == 1)), template="plotly_white")
+    fig.update_layout(height=320 * len(metrics) + 90, margin=dict(l=60, r=20, t=90, b=40), hovermode="closest",
+                      legend=dict(orientation="h", yanchor="top", y=0.995, yref="container", x=0),
+                      template="plotly_white")
     return fig.to_html(full_html=False, include_plotlyjs=False, div_id="series",
                        config={"displaylogo": False, "responsive": True})
 

@@ -8,8 +8,8 @@ runs ran. The method (docs/HISTORY.md has the reasoning):
    successive runs (a step moves one difference, so it barely moves the median), shrunk on the
    log scale toward a prior (5%, or the rounds' own noise where larger) while the history is
    short; a run whose rounds disagreed more than the series' typical run weighs proportionally
-   less; never below a floor, nor below the clock's step relative to the figure (MXNet's
-   profiler counts whole microseconds).
+   less; never below a floor, nor below the rounding noise of the clock's step (MXNet's
+   profiler counts whole microseconds: step / sqrt(12), relative to the figure).
 3. A median of three over the interior points removes single-run spikes and keeps step edges.
    The latest run is left as it is: it may be the first run of a new level.
 4. The levels: the piecewise-constant fit that minimises the weighted squared residuals plus a
@@ -18,7 +18,8 @@ runs ran. The method (docs/HISTORY.md has the reasoning):
    excursion earlier in the history is noise. The penalty is 16: one run alone must lie 4 noise
    units off to start a level; k runs need 4/sqrt(k) each.
 5. A step is the boundary of two segments: before and after are the segments' medians of the
-   raw figures. It is reported when the change is at least the threshold.
+   raw figures. It is reported when the change is at least the threshold and more than one
+   clock step (the rule `compare` applies: a clock that counts whole steps cannot see less).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
+from ..stats import within_step
 from .store import History, Point, Run
 
 #: what one more level costs, in squared noise units (4 noise units for a single run)
@@ -82,10 +84,19 @@ def fit(values_ms: Sequence[float], round_medians: Optional[Sequence[Sequence[fl
     y = np.log(values)
     rounds = list(round_medians) if round_medians is not None else [()] * len(y)
     steps = np.asarray(resolution_ms if resolution_ms is not None else [0.0] * len(y), dtype=np.float64)
-    history_noise, noise = point_noise(y, rounds, steps / values)
+    history_noise, noise = point_noise(y, rounds, steps / values / math.sqrt(12.0))
     bounds = partition(despike(y), 1.0 / noise ** 2)
     segments = tuple(Segment(a, b, float(np.median(values[a:b]))) for a, b in zip(bounds[:-1], bounds[1:]))
     return Fit(segments, tuple(float(s) for s in noise), history_noise)
+
+
+def visible_steps(levels: Fit, threshold: float, resolution_ms: float = 0.0) -> List[Tuple[Segment, Segment]]:
+    """The (before, after) segment pairs that count as steps: a change of at least `threshold`
+    (a fraction; a speed-up of 1/(1 + threshold) or more, so both directions weigh the same on the
+    log scale) and more than one clock step."""
+    pairs = zip(levels.segments[:-1], levels.segments[1:])
+    return [(a, b) for a, b in pairs if abs(math.log(b.level_ms / a.level_ms)) >= math.log1p(threshold)
+            and not within_step(b.level_ms - a.level_ms, resolution_ms)]
 
 
 def round_noise(medians: Sequence[float]) -> Optional[float]:
@@ -230,12 +241,11 @@ def changes(history: History, series: Sequence[Series], threshold: float,
     found = []
     for s in series:
         case = latest_case[s.case_key]
-        segments = s.fit.segments
-        for before, after in zip(segments[:-1], segments[1:]):
+        latest = s.fit.segments[-1].level_ms
+        for before, after in visible_steps(s.fit, threshold, max(p.resolution_ms for p in s.points)):
             change = Change(s.case_key, case.label, case.category, s.metric, s.environment_id,
                             runs[s.points[after.start].run_id], runs[s.points[after.start - 1].run_id],
-                            before.level_ms, after.level_ms, segments[-1].level_ms, after.stop - after.start, threshold)
-            if abs(math.log(change.after_ms / change.before_ms)) >= math.log1p(threshold) and (
-                    since is None or change.run.time >= since):
+                            before.level_ms, after.level_ms, latest, after.stop - after.start, threshold)
+            if since is None or change.run.time >= since:
                 found.append(change)
     return sorted(found, key=lambda c: (c.run.run_at, c.run.id, c.label, c.metric), reverse=True)
