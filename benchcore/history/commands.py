@@ -52,7 +52,8 @@ def add_parser(sub) -> None:
     _db_argument(a, f"{DEFAULT_DB} beside the report; created on first use")
     a.add_argument("--label", default=None, help="a name for this run in tables and hovers (e.g. nightly-2026-12-01)")
     a.add_argument("--commit", default=None, metavar="SHA",
-                   help="the commit measured (default: the git commit the report recorded, i.e. of the suite's checkout)")
+                   help="the commit measured (default: the git commit the report recorded, i.e. of the suite's "
+                        "checkout)")
 
     r = commands.add_parser("regressions", help="list the steps found in the history (exit 1 on one with "
                                                 "--fail-on-regression)",
@@ -81,7 +82,8 @@ def add_parser(sub) -> None:
                             description="Serve the site `history dashboard` wrote (Ctrl-C stops).")
     s.add_argument("-d", "--directory", default=DEFAULT_SITE, metavar="DIR",
                    help=f"the dashboard's folder (default {DEFAULT_SITE})")
-    s.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"TCP port, 0 for any free one (default {DEFAULT_PORT})")
+    s.add_argument("--port", type=int, default=DEFAULT_PORT,
+                   help=f"TCP port, 0 for any free one (default {DEFAULT_PORT})")
     s.add_argument("--bind", default="127.0.0.1", metavar="ADDRESS",
                    help="address to listen on (default 127.0.0.1: this machine only)")
 

@@ -58,10 +58,14 @@ def write_site(history: History, series: Sequence[Series], changes: Sequence[Cha
         (build / "cases").mkdir()
         (build / PLOTLY_JS).write_text(get_plotlyjs(), encoding="utf-8")
         pages = _case_pages(history, series)
+        cases = history.latest_cases()
+        by_case: Dict[str, Tuple[list, list]] = {key: ([], []) for key in pages}
+        for s in series:
+            by_case[s.case_key][0].append(s)
+        for c in changes:
+            by_case[c.case_key][1].append(c)
         for key, page in pages.items():
-            own = [s for s in series if s.case_key == key]
-            (build / page).write_text(case_html(history, key, own, [c for c in changes if c.case_key == key]),
-                                      encoding="utf-8")
+            (build / page).write_text(case_html(history, cases[key], *by_case[key]), encoding="utf-8")
         (build / "index.html").write_text(overview_html(history, series, changes, pages, threshold), encoding="utf-8")
         (build / MARKER).write_text("written by `history dashboard`; replaced whole on each run\n")
         _swap(build, out)
@@ -98,10 +102,9 @@ def _umask() -> int:
 
 def _case_pages(history: History, series: Sequence[Series]) -> Dict[str, str]:
     """Page path per case key: a readable name plus a hash of the key (names repeat, keys do not)."""
-    names = {c.key: c.name for c in history.cases}
+    names = {key: case.name for key, case in history.latest_cases().items()}
     keys = sorted({s.case_key for s in series})
-    return {key: f"cases/{_slug(names.get(key, 'case'))}-{hashlib.sha1(key.encode()).hexdigest()[:10]}.html"
-            for key in keys}
+    return {key: f"cases/{_slug(names[key])}-{hashlib.sha1(key.encode()).hexdigest()[:10]}.html" for key in keys}
 
 
 def _slug(text: str) -> str:
@@ -172,13 +175,17 @@ def _category_table(cases: Sequence[CaseRow], figures, last_change, pages, lates
                 else f"<span class='case'>{_e(case.label)}</span>")
         cells = [f"<td class='num'>{_ms(figures.get((case.key, m)))}</td>" for m in METRIC_ORDER]
         change = last_change.get(case.key)
-        step = (f"<span class='{'slower' if change.slower else 'faster'}'>{100 * change.change:+.1f}%</span> "
-                f"{_e(change.metric)} at {_e(change.run.name)}" + (" (latest run)" if change.run.id == latest.id else "")
-                if change else "<span class='muted'>—</span>")
+        step = _step_cell(change, latest) if change else "<span class='muted'>—</span>"
         status = "" if case.status == "ok" else f" <span class='slower'>{_e(case.status)}</span>"
         rows.append(f"<tr><td>{link}{status}</td>{''.join(cells)}<td>{step}</td></tr>")
     return ("<table><tr><th>case</th><th>forward (ms)</th><th>backward (ms)</th><th>latest step</th></tr>"
             + "".join(rows) + "</table>")
+
+
+def _step_cell(change: Change, latest: Run) -> str:
+    at_latest = " (latest run)" if change.run.id == latest.id else ""
+    return (f"<span class='{'slower' if change.slower else 'faster'}'>{100 * change.change:+.1f}%</span> "
+            f"{_e(change.metric)} at {_e(change.run.name)}{at_latest}")
 
 
 def _changes_table(changes: Sequence[Change], pages) -> str:
@@ -196,19 +203,13 @@ def _changes_table(changes: Sequence[Change], pages) -> str:
 # --------------------------------------------------------------------------- a case's page
 
 
-def case_html(history: History, key: str, series: Sequence[Series], changes: Sequence[Change]) -> str:
-    case = _latest_case(history, key)
+def case_html(history: History, case: CaseRow, series: Sequence[Series], changes: Sequence[Change]) -> str:
     figure = case_figure(history, series, changes)
     steps = _changes_table(changes, {}) if changes else "<p class='muted'>no step beyond the threshold</p>"
     body = (f"<nav><a href='../index.html'>← overview</a></nav><h1>{_e(case.label)}</h1>"
-            f"<p>{_e(case.category)}</p><details><summary>case key</summary><code>{_e(key)}</code></details>"
+            f"<p>{_e(case.category)}</p><details><summary>case key</summary><code>{_e(case.key)}</code></details>"
             f"{figure}<h2>Steps</h2>{steps}")
     return _page(f"{case.label} · {history.suite} history", body, script=f"../{PLOTLY_JS}")
-
-
-def _latest_case(history: History, key: str) -> CaseRow:
-    runs = history.runs_by_id
-    return max((c for c in history.cases if c.key == key), key=lambda c: (runs[c.run_id].run_at, c.run_id))
 
 
 def case_figure(history: History, series: Sequence[Series], changes: Sequence[Change]) -> str:

@@ -73,13 +73,8 @@ class Database:
         """Run one statement (`?` placeholders); its cursor."""
         if self.dialect == "postgresql":
             sql = sql.replace("?", "%s")
-        try:
+        with self._translated():
             return self._connection.execute(sql, tuple(params))
-        except self._conflicts as exc:
-            raise Conflict(_first_line(exc)) from None
-        except self._errors as exc:
-            raise UsageError(f"history database {self.where} cannot be used ({_first_line(exc)}); "
-                             f"{self._fix()}") from None
 
     def insert(self, sql: str, params: Sequence = ()) -> int:
         """Run one INSERT into a table with an `{id}` column; the new row's id."""
@@ -95,7 +90,7 @@ class Database:
         """All or nothing: an exception inside rolls every write back. `exclusive`: one writer
         at a time for the whole store (migrations)."""
         if self.dialect == "postgresql":
-            with self._guard(), self._connection.transaction():
+            with self._translated(), self._connection.transaction():
                 if exclusive:
                     self.execute("SELECT pg_advisory_xact_lock(?)", (_MIGRATION_LOCK,))
                 yield
@@ -117,8 +112,8 @@ class Database:
         return sorted(row[0] for row in self.rows(sql))
 
     @contextmanager
-    def _guard(self) -> Iterator[None]:
-        """The engine's errors raised outside execute (a failed COMMIT) as UsageError."""
+    def _translated(self) -> Iterator[None]:
+        """The engine's errors as ours: a key violation as Conflict, the rest as one UsageError line."""
         try:
             yield
         except self._conflicts as exc:
@@ -147,7 +142,8 @@ def _open_sqlite(target: str, create: bool) -> Database:
             raise UsageError(f"no history database at {path}; file a report into it first "
                              f"(history add REPORT.json --db {path}) or pass --db")
         if not path.parent.is_dir():
-            raise UsageError(f"cannot create {path}: folder {path.parent} does not exist; create it or choose another --db")
+            raise UsageError(f"cannot create {path}: folder {path.parent} does not exist; create it or choose "
+                             "another --db")
     try:
         connection = sqlite3.connect(str(path), isolation_level=None, timeout=30)
     except sqlite3.Error as exc:

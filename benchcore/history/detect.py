@@ -235,9 +235,7 @@ def changes(history: History, series: Sequence[Series], threshold: float,
             since: Optional[datetime.datetime] = None) -> List[Change]:
     """The steps of at least `threshold` (a fraction), first run at or after `since`, newest first."""
     runs = history.runs_by_id
-    latest_case = {}
-    for case in sorted(history.cases, key=lambda c: (runs[c.run_id].run_at, c.run_id)):
-        latest_case[case.key] = case
+    latest_case = history.latest_cases()
     found = []
     for s in series:
         case = latest_case[s.case_key]

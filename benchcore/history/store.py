@@ -106,6 +106,14 @@ class History:
     def runs_by_id(self) -> Dict[int, Run]:
         return {run.id: run for run in self.runs}
 
+    def latest_cases(self) -> Dict[str, CaseRow]:
+        """Each case as its latest run recorded it (its label and category now)."""
+        order = {run.id: position for position, run in enumerate(self.runs)}
+        latest: Dict[str, CaseRow] = {}
+        for case in sorted(self.cases, key=lambda c: order[c.run_id]):
+            latest[case.key] = case
+        return latest
+
 
 @dataclass(frozen=True)
 class Filed:
@@ -200,7 +208,8 @@ class HistoryStore:
         measured = 0
         for result in report.results:
             self.db.execute(
-                "INSERT INTO cases (run_id, case_key, name, label, category, status, error) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                "INSERT INTO cases (run_id, case_key, name, label, category, status, error) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?)",
                 (run_id, result.spec.key, result.spec.name, labels[result.spec.key], str(suite.category(result)),
                  result.status, result.error))
             for row in measurement_rows(result, suite):
@@ -224,8 +233,9 @@ class HistoryStore:
             "SELECT c.run_id, c.case_key, c.name, c.label, c.category, c.status, c.error FROM cases c "
             "JOIN runs r ON r.id = c.run_id WHERE r.suite = ?", (suite,))]
         points = [_point(row) for row in self.db.rows(
-            "SELECT m.run_id, m.case_key, m.metric, m.environment_id, m.median_ms, m.n, m.rounds, m.round_medians_json, "
-            "m.low_ms, m.high_ms, m.spread, m.between_fraction, m.resolution_ms, m.source FROM measurements m "
+            "SELECT m.run_id, m.case_key, m.metric, m.environment_id, m.median_ms, m.n, m.rounds, "
+            "m.round_medians_json, m.low_ms, m.high_ms, m.spread, m.between_fraction, m.resolution_ms, m.source "
+            "FROM measurements m "
             "JOIN runs r ON r.id = m.run_id WHERE r.suite = ? ORDER BY r.run_at, r.id", (suite,))]
         return History(suite, environments, runs, cases, points)
 

@@ -53,13 +53,14 @@ def changes_markdown(changes: Sequence[Change], history: History, threshold: flo
                  f"{slower} slower, {len(changes) - slower} faster.")
     if not changes:
         return "\n".join(lines)
-    lines += ["", "| case | metric | change | before → after (ms) | first run | previous run | runs at new level | now |",
-              "|---|---|---|---|---|---|---|---|"]
+    lines += ["", "| case | metric | change | before → after (ms) | first run | previous run | runs at new level "
+                  "| now |", "|---|---|---|---|---|---|---|---|"]
     for c in changes:
         now = ("holds" if c.holds else "undone") + (", latest run only" if c.provisional else "")
-        lines.append(f"| {_cell(c.label)} | {c.metric} | {'slower' if c.slower else 'faster'} {100 * c.change:+.1f}% | "
-                     f"{c.before_ms:.4g} → {c.after_ms:.4g} | {_cell(_run_text(c.run))} | {_cell(_run_text(c.previous))} | "
-                     f"{c.runs_after} | {now} |")
+        direction = "slower" if c.slower else "faster"
+        lines.append(f"| {_cell(c.label)} | {c.metric} | {direction} {100 * c.change:+.1f}% | "
+                     f"{c.before_ms:.4g} → {c.after_ms:.4g} | {_cell(_run_text(c.run))} | "
+                     f"{_cell(_run_text(c.previous))} | {c.runs_after} | {now} |")
     environments = sorted({c.environment_id for c in changes})
     if len(environments) > 1 or len(history.environments) > 1:
         lines += ["", "Environments:"] + [f"- `{e}`: {history.environments[e].summary}" for e in environments]

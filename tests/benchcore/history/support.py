@@ -35,8 +35,8 @@ RNNBENCH_SWEEP = ["bench", "--seqLength", "5", "--numLayers", "1", "--inputSize"
                   "--miniBatch", "2", "--rnns", "cudnn", "jit", "--group", "rnns", "--nloops", "4", "--warmup", "1",
                   "--device", "cpu", "--rounds", "1", "--threads", "1", "--no-isolation"]
 OPPERF_PREFIXES = ("avg_time_", "p50_time_", "p90_time_", "p99_time_")
-CHROMIUM_FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
-                  "--disable-component-update", "--disable-sync"]
+CHROMIUM_FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 
 
 def env(**extra):
