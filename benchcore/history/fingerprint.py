@@ -22,7 +22,7 @@ from ..report import Report
 SUMMARY_KEYS = (
     ("cpu_model", "{}"), ("cpu_count", "{} cores"), ("torch.gpu.name", "{}"), ("python", "Python {}"),
     ("mxnet.version", "MXNet {}"), ("torch.version", "torch {}"), ("numpy", "numpy {}"),
-    ("threads", "{} threads"), ("settings.profiler", "{} profiler"),
+    ("threads", "threads {}"), ("settings.profiler", "{} profiler"),
 )
 
 

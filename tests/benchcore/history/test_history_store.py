@@ -225,6 +225,8 @@ def test_a_postgresql_server_that_never_answers_times_out(reports):
                               cwd=ROOT, env=env(), capture_output=True, text=True, timeout=60)
     finally:
         silent.close()
+        for connection, _ in accepted:
+            connection.close()
     assert done.returncode == 2 and accepted, done.stderr
     assert done.stderr.count("\n") == 1 and "cannot connect to PostgreSQL" in done.stderr
 
