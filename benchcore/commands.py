@@ -1,4 +1,5 @@
-"""The report commands both suites share: `<suite> compare BASE NEW`, `plot`, `merge`, `system`.
+"""The report commands both suites share: `<suite> compare BASE NEW`, `plot`, `merge`, `system`,
+`history` (benchcore.history.commands).
 
 A thin CLI layer over compare.py, plot.py, merge.py and system.py, and the only module of those
 that prints. Exit status: 0 fine; 1 a comparison found a regression beyond --fail-above; 2 a usage
@@ -14,10 +15,11 @@ from typing import List, Optional
 
 from .cli import ArgumentParser, non_negative_float, run_main
 from .errors import UsageError
+from .history import commands as history
 from .report import Report, write_text_atomic
 from .suite import Suite
 
-COMMANDS = ("compare", "plot", "merge", "system")
+COMMANDS = ("compare", "plot", "merge", "system", "history")
 DEFAULT_CHART_DIR = "reports/charts"
 
 
@@ -39,7 +41,7 @@ def add_gate_arguments(p) -> None:
 def build_parser(suite: str) -> ArgumentParser:
     parser = ArgumentParser(prog=suite, description=f"{suite}: compare, chart and merge JSON reports; read the "
                                                     "machine's noise state")
-    sub = parser.add_subparsers(dest="command", metavar="{compare,plot,merge,system}")
+    sub = parser.add_subparsers(dest="command", metavar="{" + ",".join(COMMANDS) + "}")
     sub.required = True
 
     p = sub.add_parser("compare", help="compare two reports case by case (NEW against BASE)",
@@ -59,6 +61,7 @@ def build_parser(suite: str) -> ArgumentParser:
     sub.add_parser("system", help="print what about this machine makes timings noisy, with fixes",
                    description="CPU governor and turbo, load, busy processes, threads vs cores, ASLR: what a sweep "
                                "records at its start and end, each warning with what to do.")
+    history.add_parser(sub)
 
     p = sub.add_parser("plot", help="write PNG charts of one report")
     p.add_argument("report", metavar="REPORT", help="JSON report")
@@ -79,7 +82,8 @@ def _dispatch(suite: Suite, argv: List[str]) -> int:
         args = build_parser(suite.name).parse_args(argv)
     except SystemExit as exc:  # --help
         return exc.code if isinstance(exc.code, int) else 0
-    return {"compare": _compare, "plot": _plot, "merge": _merge, "system": _system}[args.command](suite, args)
+    return {"compare": _compare, "plot": _plot, "merge": _merge, "system": _system, "history": history.main}[
+        args.command](suite, args)
 
 
 def load_report(path: str, suite: str) -> Report:

@@ -207,6 +207,13 @@ def environment_differences(base, new) -> List[dict]:
     return [{"key": k, "base": b.get(k), "new": n.get(k)} for k in keys if b.get(k) != n.get(k)]
 
 
+def timing_identity(report) -> Dict[str, object]:
+    """The timing-relevant keys of a report's environment and method settings, flattened and
+    sorted: what must match for two reports' figures to be one series (the history store's
+    environment fingerprint)."""
+    return {k: v for k, v in sorted(_comparable_keys(report).items()) if timing_relevant(k)}
+
+
 def _comparable_keys(report) -> Dict[str, object]:
     """The environment, flattened, plus the settings that say how the numbers were taken."""
     flat = flatten(report.environment)

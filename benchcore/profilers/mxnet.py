@@ -31,9 +31,12 @@ profiled here.
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import re
+import shutil
+import tempfile
 from dataclasses import dataclass, field
 from typing import Dict, Iterable, List, Optional, Tuple
 
@@ -280,11 +283,19 @@ def device_key(ctx) -> str:
     return f"{ctx.device_type}/{ctx.device_id}"
 
 
+def _trace_path() -> str:
+    folder = tempfile.mkdtemp(prefix="benchcore-mxnet-trace-")
+    atexit.register(shutil.rmtree, folder, True)
+    return os.path.join(folder, "trace.json")
+
+
 class MXNetProfiler:
     """The process-wide MXNet profiler, configured for aggregate stats of imperative operators.
 
-    The trace file MXNet insists on writing at exit goes to os.devnull, so no stray
-    profile.json lands in the working directory.
+    The trace file MXNet insists on writing at exit goes to a private temporary folder that is
+    removed at exit, so no stray profile.json lands in the working directory. Not os.devnull:
+    MXNet replaces its trace file rather than writing into it, and as root that turns /dev/null
+    into a regular file for the whole machine.
     """
 
     _configured = False
@@ -298,7 +309,7 @@ class MXNetProfiler:
         self.dump_format = dump_format
         if not MXNetProfiler._configured:
             profiler.set_config(profile_imperative=True, profile_memory=True, profile_api=False,
-                                profile_symbolic=False, aggregate_stats=True, filename=os.devnull)
+                                profile_symbolic=False, aggregate_stats=True, filename=_trace_path())
             MXNetProfiler._configured = True
         self.running = False
 

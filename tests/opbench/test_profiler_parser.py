@@ -26,7 +26,7 @@ def _record(fn):
     """Run fn under the profiler; return both dump forms of the same period."""
     from mxnet import profiler as mxprof
 
-    MXNetProfiler()  # configure once (trace file to os.devnull)
+    MXNetProfiler()  # configure once (trace file in a temporary folder)
     mxprof.set_state("run")
     mxprof.dumps(reset=True)
     try:
