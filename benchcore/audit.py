@@ -33,7 +33,7 @@ reason as `expected`; it is flagged but not a defect.
 
 from __future__ import annotations
 
-from typing import Dict, Iterable, List, Mapping, Optional
+from typing import Callable, Dict, Iterable, List, Mapping, Optional
 
 #: (unsigned view, exponent mask, smallest normal as raw magnitude bits) per float dtype
 _LAYOUT = {
@@ -41,10 +41,11 @@ _LAYOUT = {
     "float32": ("uint32", 0x7F800000, 0x00800000),
     "float64": ("uint64", 0x7FF0000000000000, 0x0010000000000000),
 }
-SMALLEST_NORMAL = {"float16": 2.0 ** -14, "float32": 2.0 ** -126, "float64": 2.0 ** -1022}
 #: fraction of a float16 tensor's values that may be subnormal before it is flagged (see above)
 FLOAT16_SUBNORMAL_TOLERANCE = 0.01
 KINDS = ("nan", "posinf", "neginf", "subnormal")
+#: values counted at a time (4 MB of float32)
+CHUNK_VALUES = 1 << 20
 
 
 def count(array) -> dict:
@@ -65,29 +66,53 @@ def count(array) -> dict:
         found.update(_float_counts(np.ascontiguousarray(values).reshape(-1), *_LAYOUT[dtype]))
     elif values.dtype.kind not in "biu":
         found["unaudited"] = f"dtype {dtype} is not float16, float32, float64 or an integer type"
-    bad = sum(found[kind] for kind in KINDS)
-    found["fraction"] = bad / found["values"] if found["values"] else 0.0
-    found["flagged"] = _flagged(found)
-    return found
+    return _finish(found)
+
+
+def count_many(arrays: Iterable) -> dict:
+    """The counts of several arrays of one dtype as one tensor's (a variable-length batch's
+    sequences, a list argument), so a report has one entry for them, not one per piece."""
+    parts = [count(array) for array in arrays]
+    if not parts:
+        return count([])
+    return _finish(dict(parts[0], values=sum(p["values"] for p in parts),
+                        **{kind: sum(p[kind] for p in parts) for kind in KINDS}))
 
 
 def _float_counts(flat, unsigned: str, exponent_mask: int, smallest_normal: int) -> dict:
+    """NaN, ±Inf and subnormal counts of a flat float array, CHUNK_VALUES at a time (so the
+    temporaries stay a few MB for a tensor of hundreds of MB)."""
+    counts = {"nan": 0, "posinf": 0, "neginf": 0, "subnormal": 0}
+    for start in range(0, flat.size, CHUNK_VALUES):
+        part = _chunk_counts(flat[start:start + CHUNK_VALUES], unsigned, exponent_mask, smallest_normal)
+        for kind, found in part.items():
+            counts[kind] += found
+    return counts
+
+
+def _chunk_counts(flat, unsigned: str, exponent_mask: int, smallest_normal: int) -> dict:
     import numpy as np
 
     bits = flat.view(unsigned)
     magnitude = bits & np.array(exponent_mask | (exponent_mask - 1), dtype=unsigned)  # clear the sign
     exponent_mask = np.array(exponent_mask, dtype=unsigned)
-    high = int(magnitude.max())
     counts = {"nan": 0, "posinf": 0, "neginf": 0}
-    if high >= exponent_mask:  # some value is NaN or infinite (rare: the fast path skips this)
+    if magnitude.max() >= exponent_mask:  # some value is NaN or infinite (rare: the fast path skips this)
         infinite = magnitude == exponent_mask
-        negative = bits > magnitude
         counts["nan"] = int(np.count_nonzero(magnitude > exponent_mask))
-        counts["neginf"] = int(np.count_nonzero(infinite & negative))
+        counts["neginf"] = int(np.count_nonzero(infinite & (bits > magnitude)))  # sign bit set
         counts["posinf"] = int(np.count_nonzero(infinite)) - counts["neginf"]
     # subnormal: 0 < magnitude < smallest normal; magnitude - 1 wraps zero round to the maximum
     magnitude -= np.array(1, dtype=unsigned)
     counts["subnormal"] = int(np.count_nonzero(magnitude < np.array(smallest_normal - 1, dtype=unsigned)))
+    return counts
+
+
+def _finish(counts: dict) -> dict:
+    """Fill in a tensor's `fraction` and `flagged` from its counts."""
+    bad = sum(counts[kind] for kind in KINDS)
+    counts["fraction"] = bad / counts["values"] if counts["values"] else 0.0
+    counts["flagged"] = _flagged(counts)
     return counts
 
 
@@ -153,6 +178,16 @@ def combine(per_round: List[dict]) -> Optional[dict]:
     return combined
 
 
+def combine_with_audit(per_round: List[dict], combine_rest: Callable[[List[dict]], dict]) -> dict:
+    """A suite's round combiner around the audit: the metrics without `audit` by
+    `combine_rest`, the audit blocks by combine() (so the audit's cost and equal counts do not
+    show up as per-round differences)."""
+    combined = combine_rest([{k: v for k, v in metrics.items() if k != "audit"} for metrics in per_round])
+    if any("audit" in metrics for metrics in per_round):
+        combined["audit"] = combine([metrics.get("audit") for metrics in per_round])
+    return combined
+
+
 def _worst(blocks: List[dict]) -> dict:
     tensors: Dict[str, Dict[str, dict]] = {}
     for block in blocks:
@@ -164,10 +199,7 @@ def _worst(blocks: List[dict]) -> dict:
 
 
 def _max_counts(a: dict, b: dict) -> dict:
-    merged = dict(a, **{kind: max(a[kind], b[kind]) for kind in KINDS})
-    merged["fraction"] = sum(merged[kind] for kind in KINDS) / merged["values"] if merged["values"] else 0.0
-    merged["flagged"] = _flagged(merged)
-    return merged
+    return _finish(dict(a, **{kind: max(a[kind], b[kind]) for kind in KINDS}))
 
 
 def tally(blocks: Iterable[Optional[dict]]) -> dict:
@@ -203,17 +235,26 @@ def summary_lines(labelled: List[tuple], prog: str) -> List[str]:
     if not blocks:
         return []
     counted = tally(blocks)
-    cost = f"audit {counted['elapsed_ms'] / 1e3:.1f} s"
+    timed = any(block.get("elapsed_ms") is not None for block in blocks)
+    cost = f" (audit {counted['elapsed_ms'] / 1e3:.1f} s)" if timed else ""
     if not counted["flagged"]:
-        return [f"{prog}: audit: all {counted['audited']} audited case(s) computed on normal numbers ({cost})"]
-    lines = [f"{prog}: audit: {counted['flagged']} of {counted['audited']} case(s) computed on non-normal values "
-             f"({counted['defects']} unexplained, {counted['expected']} expected; {cost}):"]
+        return [f"{prog}: audit: all {counted['audited']} audited case(s) computed on normal numbers{cost}"]
+    lines = [f"{prog}: audit: {counted['flagged']} of {counted['audited']} case(s) computed on non-normal values"
+             f"{cost}: {counted['defects']} unexplained, {counted['expected']} expected:"]
     flagged = sorted(((label, block) for label, block in labelled if block and block.get("flagged")),
                      key=lambda item: bool(item[1].get("expected")))
     for label, block in flagged:
         why = f" [expected: {block['expected']}]" if block.get("expected") else ""
         lines.append(f"  {label}: {findings(block)}{why}")
     return lines
+
+
+def sweep_lines(labelled_metrics: List[tuple], prog: str) -> List[str]:
+    """A sweep's stderr lines from [(case label, its metrics)] of the cases that ran: the audit's
+    summary, and, where flushing was asked for or is in force, what the operator threads did."""
+    lines = summary_lines([(label, metrics.get("audit")) for label, metrics in labelled_metrics], prog)
+    states = [metrics.get("denormals") for _label, metrics in labelled_metrics]
+    return lines + ([f"{prog}: {flush_text(states)}"] if flush_notable(states) else [])
 
 
 MARKDOWN_HEADERS = ["Case", "Tensor", "NaN", "+Inf", "-Inf", "Subnormal", "Values", "Expected"]
@@ -243,6 +284,22 @@ def markdown_intro(labelled: List[tuple]) -> str:
     if counted["flagged"]:
         text += f": {counted['defects']} unexplained, {counted['expected']} expected (the input rule says why)"
     return text + "."
+
+
+def markdown_section(labelled_metrics: List[tuple], audited: bool = True) -> List[str]:
+    """A report's *Non-normal values* section from [(case label, its metrics)] of the cases that
+    ran: what was counted, the flagged tensors (one row each), and whether subnormals were
+    flushed. `audited` False: the run was asked not to audit."""
+    from tabulate import tabulate
+
+    labelled = [(label, metrics.get("audit")) for label, metrics in labelled_metrics]
+    flush = flush_text(metrics.get("denormals") for _label, metrics in labelled_metrics)
+    parts = ["## Non-normal values", "", markdown_intro(labelled) if audited else "Not audited (`--no-audit`)."]
+    parts += [flush, ""] if flush else [""]
+    rows = [[cell.replace("|", "\\|") for cell in row] for row in markdown_rows(labelled)]
+    if rows:
+        parts += [tabulate(rows, headers=MARKDOWN_HEADERS, tablefmt="github", disable_numparse=True), ""]
+    return parts
 
 
 def flush_text(states: Iterable[Optional[dict]]) -> Optional[str]:

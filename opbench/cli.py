@@ -37,7 +37,7 @@ from benchcore.cli import (ArgumentParser, add_output_arguments, add_run_argumen
                            apply_threads, check_output_paths, checkpoint_path_for, formats_for, non_negative_int,
                            output_paths, parse_shard, positive_int, run_main, run_settings_from, shard_specs,
                            write_outputs)
-from benchcore.audit import add_audit_arguments
+from benchcore import audit
 from benchcore.commands import COMMANDS as REPORT_COMMANDS
 from benchcore.errors import UsageError
 
@@ -100,7 +100,7 @@ def build_parser(ab: bool = False) -> ArgumentParser:
     select.add_argument("--tiny", action="store_true", help=argparse.SUPPRESS)
     add_run_arguments(parser, rounds=DEFAULT_ROUNDS, memory_limit_gb=WORKER_MEMORY_LIMIT_GB,
                       memory_why=" for opbench: MXNet keeps workspace between cases")
-    add_audit_arguments(parser)
+    audit.add_audit_arguments(parser)
     if ab:
         from benchcore.ab import add_ab_arguments
 
@@ -339,7 +339,7 @@ def summarize(report, skipped, started: float, written: List[Path]) -> None:
         say(f"failed {len(failed)} case(s):")
         for r in failed:
             print(f"  {_label(r)}: {r.status}: {r.error}", file=sys.stderr)
-    for line in audit_lines(ok):
+    for line in audit.sweep_lines([(_label(r), r.metrics) for r in ok], PROG):
         print(line, file=sys.stderr)
     uncovered = report.extra.get("no_benchmark") or []
     if uncovered:
@@ -348,16 +348,6 @@ def summarize(report, skipped, started: float, written: List[Path]) -> None:
             print(f"  {item['op']}: {item['reason']}", file=sys.stderr)
     if written:
         say("wrote " + ", ".join(str(p) for p in written))
-
-
-def audit_lines(ok) -> List[str]:
-    """The audit's summary (benchcore.audit) and, where flushing was asked for or is in force,
-    what the operator threads did."""
-    from benchcore import audit
-
-    lines = audit.summary_lines([(_label(r), r.metrics.get("audit")) for r in ok], PROG)
-    states = [r.metrics.get("denormals") for r in ok]
-    return lines + ([f"{PROG}: {audit.flush_text(states)}"] if audit.flush_notable(states) else [])
 
 
 def run(argv: List[str]) -> int:

@@ -391,11 +391,16 @@ def _add_audit(metrics: dict, options: dict, materialized, workload: Workload, e
         metrics["missing"]["audit"] = f"the audit pass failed: {error_summary(exc)}"
 
 
-def _host(array):
-    """An NDArray's values in numpy; a sparse array's stored values."""
+def _counts(array) -> dict:
+    """benchcore.audit's counts of an NDArray (a sparse one's stored values), copied to numpy a
+    chunk at a time: a whole copy of the largest outputs would add hundreds of MB to the
+    worker's peak memory."""
     if getattr(array, "stype", "default") != "default":
         array = array.data
-    return array.asnumpy()
+    flat = array.reshape((-1,))
+    size = int(flat.size)
+    return audit.count_many(flat[start:start + audit.CHUNK_VALUES].asnumpy()
+                            for start in range(0, size, audit.CHUNK_VALUES)) if size else audit.count(array.asnumpy())
 
 
 def _named_inputs(materialized) -> Dict[str, Any]:
@@ -414,12 +419,12 @@ def audit_case(materialized, workload: Workload, expected: Optional[str] = None)
     gradients; running another would double the audit's cost for the same values)."""
     started = time.perf_counter()
     named = _named_inputs(materialized)
-    inputs = {name: audit.count(_host(array)) for name, array in named.items()}
+    inputs = {name: _counts(array) for name, array in named.items()}
     output = workload.forward()
     _sync()
-    outputs = {str(index): audit.count(_host(array)) for index, array in enumerate(_outputs(output))}
+    outputs = {str(index): _counts(array) for index, array in enumerate(_outputs(output))}
     names = {id(array): name for name, array in named.items()}
-    gradients = {names.get(id(array), f"grad{index}"): audit.count(_host(array.grad))
+    gradients = {names.get(id(array), f"grad{index}"): _counts(array.grad)
                  for index, array in enumerate(materialized.grad_arrays)
                  if workload.backward is not None and array.grad is not None}
     block = audit.summarize_tensors({"inputs": inputs, "outputs": outputs, "gradients": gradients}, expected)

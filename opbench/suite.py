@@ -52,11 +52,8 @@ def combine_rounds(per_round: List[dict]) -> dict:
     audit combined by its own rule (benchcore.audit.combine: the rounds' counts agree)."""
     from .mxnet_backend import add_opperf_keys
 
-    audits = [m.get("audit") for m in per_round]
-    combined = combine_metrics([_without_derived({k: v for k, v in m.items() if k != "audit"}) for m in per_round],
-                               PROFILER_RULES, sample_lists=("per_call_ms",))
-    if any("audit" in m for m in per_round):
-        combined["audit"] = audit.combine(audits)
+    combined = audit.combine_with_audit(per_round, lambda rest: combine_metrics(
+        [_without_derived(m) for m in rest], PROFILER_RULES, sample_lists=("per_call_ms",)))
     _recompute_averages(combined)
     op, engine = combined.get("op"), combined.get("engine")
     if op and engine:

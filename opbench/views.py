@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 from typing import Dict, List, Optional
 
+from benchcore import audit
 from benchcore.report import CaseResult, Report
 from benchcore.stats import Measurement, round_sizes_of
 
@@ -200,25 +201,6 @@ def _not_measured_section(ok: List[CaseResult]) -> List[str]:
     return ["## Not measured", "", _table(rows, ["Value: reason", "Cases"]), ""]
 
 
-def audit_section(ok: List[CaseResult], settings: dict) -> List[str]:
-    """*Non-normal values*: the cases whose inputs, outputs or gradients held NaN, Inf or
-    subnormal values (benchcore.audit), one row per tensor, and whether subnormals were flushed."""
-    from benchcore import audit
-
-    if settings.get("audit") is False:
-        return ["## Non-normal values", "", "Not audited (`--no-audit`).", ""]
-    labelled = [(f"{_op(r)} {r.spec.params.get('variant') or ''}".strip(), (r.metrics or {}).get("audit")) for r in ok]
-    rows = audit.markdown_rows(labelled)
-    parts = ["## Non-normal values", "", audit.markdown_intro(labelled)]
-    flush = audit.flush_text((r.metrics or {}).get("denormals") for r in ok)
-    if flush:
-        parts.append(flush)
-    parts.append("")
-    if rows:
-        parts += [_table([[cell.replace("|", "\\|") for cell in row] for row in rows], audit.MARKDOWN_HEADERS), ""]
-    return parts
-
-
 def _column(key: str) -> str:
     """The results-table column an opperf key fills."""
     for prefix, column in (("avg_time_forward_", "forward"), ("avg_time_backward_", "backward"),
@@ -247,7 +229,8 @@ def to_markdown(report: Report) -> str:
                  + f". `{MISSING}`: not measured (why: *Not measured* below).")
     parts += ["", _table(rows, headers) if ok else "(no case was measured)", ""]
     parts += _not_measured_section(ok)
-    parts += audit_section(ok, settings)
+    parts += audit.markdown_section([(f"{_op(r)} {r.spec.params.get('variant') or ''}".strip(), r.metrics or {})
+                                     for r in ok], audited=settings.get("audit") is not False)
     failures = [r for r in _sorted(report.results) if r.status in ("failed", "crashed", "timeout")]
     if failures:
         parts += ["## Failures", "",
