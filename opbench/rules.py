@@ -1099,7 +1099,7 @@ def _ctc(p: Profile, op: str) -> List[Variant]:
 
 
 _PER_OUTPUT_GRADIENT = {"float16": "the input gradient is (output - label) divided by the outputs per row "
-                                   "(1024): its small values fall below float16's normal range (6.1e-5)"}
+                                   "(1024 or 100): its small values fall below float16's normal range (6.1e-5)"}
 
 
 @rule("LinearRegressionOutput", "MAERegressionOutput")
