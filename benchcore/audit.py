@@ -241,12 +241,16 @@ def summary_lines(labelled: List[tuple], prog: str) -> List[str]:
         return [f"{prog}: audit: all {counted['audited']} audited case(s) computed on normal numbers{cost}"]
     lines = [f"{prog}: audit: {counted['flagged']} of {counted['audited']} case(s) computed on non-normal values"
              f"{cost}: {counted['defects']} unexplained, {counted['expected']} expected:"]
-    flagged = sorted(((label, block) for label, block in labelled if block and block.get("flagged")),
-                     key=lambda item: bool(item[1].get("expected")))
-    for label, block in flagged:
+    for label, block in _flagged_cases(labelled):
         why = f" [expected: {block['expected']}]" if block.get("expected") else ""
         lines.append(f"  {label}: {findings(block)}{why}")
     return lines
+
+
+def _flagged_cases(labelled: List[tuple]) -> List[tuple]:
+    """The flagged (label, block) pairs, unexplained ones first, each group in the given order."""
+    flagged = [(label, block) for label, block in labelled if block and block.get("flagged")]
+    return sorted(flagged, key=lambda item: bool(item[1].get("expected")))
 
 
 def sweep_lines(labelled_metrics: List[tuple], prog: str) -> List[str]:
@@ -263,9 +267,7 @@ MARKDOWN_HEADERS = ["Case", "Tensor", "NaN", "+Inf", "-Inf", "Subnormal", "Value
 def markdown_rows(labelled: List[tuple]) -> List[list]:
     """One row per flagged tensor of the flagged cases (defects first), for a Markdown table."""
     rows = []
-    flagged = sorted(((label, block) for label, block in labelled if block and block.get("flagged")),
-                     key=lambda item: bool(item[1].get("expected")))
-    for label, block in flagged:
+    for label, block in _flagged_cases(labelled):
         for group, name, counts in flagged_tensors(block):
             rows.append([label, f"{group} {name}", *(str(counts[kind]) for kind in KINDS), str(counts["values"]),
                          block.get("expected") or "no"])
@@ -277,12 +279,13 @@ def markdown_intro(labelled: List[tuple]) -> str:
     counted = tally(block for _label, block in labelled)
     if not counted["audited"]:
         return "No case was audited (`--no-audit`, or no case ran)."
-    text = (f"Every input, output and input gradient counted once per case, untimed, after the timed runs "
-            f"(subnormal: nonzero and below the dtype's smallest normal; a float16 tensor is flagged above "
-            f"{FLOAT16_SUBNORMAL_TOLERANCE:.0%} subnormal). {counted['audited']} case(s) audited, "
-            f"{counted['flagged']} flagged")
+    text = (f"NaN, ±Inf and subnormal values counted in every tensor a case computes on or produces (inputs, "
+            f"outputs, gradients), once per round, untimed, after the timed runs (subnormal: nonzero and below the "
+            f"dtype's smallest normal; a float16 tensor is flagged above {FLOAT16_SUBNORMAL_TOLERANCE:.0%} "
+            f"subnormal). {counted['audited']} case(s) audited, {counted['flagged']} flagged")
     if counted["flagged"]:
-        text += f": {counted['defects']} unexplained, {counted['expected']} expected (the input rule says why)"
+        text += (f": {counted['defects']} unexplained, {counted['expected']} expected (inherent to the operator, "
+                 "for the reason given)")
     return text + "."
 
 

@@ -33,11 +33,11 @@ import time
 from pathlib import Path
 from typing import List, Optional, Sequence
 
+from benchcore import audit
 from benchcore.cli import (ArgumentParser, add_output_arguments, add_run_arguments, add_shard_argument,
                            apply_threads, check_output_paths, checkpoint_path_for, formats_for, non_negative_int,
                            output_paths, parse_shard, positive_int, run_main, run_settings_from, shard_specs,
                            write_outputs)
-from benchcore import audit
 from benchcore.commands import COMMANDS as REPORT_COMMANDS
 from benchcore.errors import UsageError
 

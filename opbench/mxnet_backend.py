@@ -31,8 +31,8 @@ Every metric this module cannot measure is null, with the reason in `missing`.
 Audit (benchcore.audit; options["audit"], on unless False): once per case, untimed, after the
 timed runs: the inputs as the runs left them (in-place updates included), the outputs of one
 more forward (under autograd when backward is timed, as the timed ones) and the input
-gradients of the last timed backward, with the case's head gradients (ones). `metrics["audit"]` holds the
-counts per tensor, the flag, the rule's `expected` reason and `elapsed_ms`, the whole pass.
+gradients of the last timed backward, with the case's head gradients (ones). metrics["audit"]
+holds the counts per tensor, the flag, the rule's `expected` reason and `elapsed_ms`.
 
 Subnormal flushing (options["flush_denormal"]): set on the worker's thread before the case's
 first MXNet operator, so MXNet's engine threads, created at a process's first operator, start
@@ -398,9 +398,10 @@ def _counts(array) -> dict:
     if getattr(array, "stype", "default") != "default":
         array = array.data
     flat = array.reshape((-1,))
-    size = int(flat.size)
-    return audit.count_many(flat[start:start + audit.CHUNK_VALUES].asnumpy()
-                            for start in range(0, size, audit.CHUNK_VALUES)) if size else audit.count(array.asnumpy())
+    if not flat.size:
+        return audit.count(array.asnumpy())
+    step = audit.CHUNK_VALUES
+    return audit.count_many(flat[start:start + step].asnumpy() for start in range(0, int(flat.size), step))
 
 
 def _named_inputs(materialized) -> Dict[str, Any]:

@@ -4,8 +4,9 @@ The worker side is `execute(spec, options)`: it rebuilds the runner's ModelDef i
 runner's fuser/executor contexts, turns it into a benchcore Workload and times it with
 `benchcore.runner.run_workload` — CUDA events on a CUDA device, perf_counter around a sync on
 the CPU — then audits one more forward and backward (rnnbench.audit; options["audit"] False
-skips it) and records the subnormal flushing in force (options["flush_denormal"] sets it). Every time is in milliseconds on every device (fastrnns reported CPU seconds as
-"ms"), and nothing forces a garbage collection inside the loop (fastrnns spent ~150 ms per
+skips it) and records the subnormal flushing in force (options["flush_denormal"] sets it).
+Every time is in milliseconds on every device (fastrnns reported CPU seconds as "ms"), and
+nothing forces a garbage collection inside the loop (fastrnns spent ~150 ms per
 iteration in gc.collect() on CPU at default sizes).
 
 The parent side builds CaseSpecs (`build_specs`) and renders a list of CaseResults as

@@ -16,8 +16,8 @@ import sys
 from pathlib import Path
 from typing import List, Optional, Sequence
 
+from benchcore import audit
 from benchcore import cli as core_cli
-from benchcore.audit import add_audit_arguments
 from benchcore.cli import ArgumentParser, non_negative_float, non_negative_int, positive_int
 from benchcore.errors import UsageError
 
@@ -107,7 +107,7 @@ def _bench_parser(sub, ab: bool = False) -> None:
     # ResNet-50 at fastrnns' sizes takes seconds per iteration on a CPU: 110 of them pass
     # benchcore's 600 s default, so a default CPU sweep would time out.
     core_cli.add_run_arguments(p, rounds=DEFAULT_ROUNDS, timeout_s=BENCH_TIMEOUT_S)
-    add_audit_arguments(p)
+    audit.add_audit_arguments(p)
     if ab:
         from benchcore.ab import add_ab_arguments
 
@@ -326,8 +326,6 @@ def _bench(args, argv: Sequence[str]) -> int:
 
 def _report_problems(results) -> None:
     """Skipped and failed runners, then the audit's summary (benchcore.audit)."""
-    from benchcore import audit
-
     for result in results:
         if result.status == "skipped":
             _err(f"{PROG}: {result.spec.name} skipped: {result.error}")
@@ -370,8 +368,6 @@ def _test(args) -> int:
     results = correctness.check_runners(names, device=device, seed=args.seed, atol=args.atol, rtol=args.rtol,
                                         scale_grads=not args.absolute_grads, **sizes)
     print(correctness.format_results(results))
-    from benchcore import audit
-
     _err(*audit.summary_lines([(r.runner, r.audit) for r in results], PROG))
     failed = [r.runner for r in results if not r.passed]
     if failed:

@@ -154,3 +154,7 @@ def test_chunked_counting_matches_one_pass(monkeypatch):
     assert audit.count(values) == whole and (whole["nan"], whole["posinf"], whole["neginf"], whole["subnormal"]) \
         == (2, 1, 1, 3)
     assert audit.count_many(values[i:i + 7] for i in range(0, 1000, 7)) == whole
+
+
+def test_flushing_is_a_timing_relevant_setting_for_compare():
+    assert environment.timing_relevant("flush_denormal")
