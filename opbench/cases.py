@@ -223,6 +223,9 @@ def _backward_plan(name: str, requested: bool, dtype: str,
 def _make_spec(name: str, label: Optional[str], inputs: Dict[str, Any], dtype: str, ctx: str,
                run_backward: bool, seed: int, profile: str) -> CaseSpec:
     variant_off = inputs.pop(rules.NO_BACKWARD, None)
+    non_normal = inputs.pop(rules.NON_NORMAL, None)
+    if isinstance(non_normal, dict):
+        non_normal = non_normal.get(dtype)
     backward, why_not = _backward_plan(name, run_backward, dtype, variant_off)
     params: Dict[str, Any] = {
         "op": name,
@@ -237,6 +240,8 @@ def _make_spec(name: str, label: Optional[str], inputs: Dict[str, Any], dtype: s
     }
     if why_not:
         params["no_backward_reason"] = why_not
+    if non_normal:
+        params["non_normal_reason"] = non_normal
     return CaseSpec(suite=SUITE, name=name, params=params)
 
 
@@ -443,6 +448,8 @@ def _np_array(desc: Dict[str, Any], rng) -> Any:
         out *= rng.random(shape, dtype=np.float32) < desc.get("density", 0.1)
     elif init == "fill":
         out = np.full(shape, desc.get("value", 0.0))
+    elif init == "reciprocal_pairs":
+        out = _reciprocal_pairs(desc, shape, rng)
     else:
         raise UsageError(f"unknown tensor init {init!r}")
     assert out.size == size
@@ -464,6 +471,24 @@ def _uniform(desc: Dict[str, Any], shape: Tuple[int, ...], rng) -> Any:
     if desc.get("dtype") in _INTEGER_DTYPES and first <= last:
         return rng.integers(first, last, size=shape, endpoint=True)
     return rng.random(shape, dtype=np.float32) * np.float32(high - low) + np.float32(low)
+
+
+def _reciprocal_pairs(desc: Dict[str, Any], shape: Tuple[int, ...], rng) -> Any:
+    """exp(u) with u ~ U(-log_bound, log_bound), each draw followed along `axis` (the flattened
+    array when None) by exp(-u): the logs are symmetric around 0 and every partial product of
+    an in-order reduction along the axis stays within exp(±log_bound) of 1, whatever its length
+    and dtype. MXNet's prod multiplies in the input dtype, in order: independent draws would
+    make the partial products a random walk in the log, spreading with the square root of the
+    length (by 1e±50 over a million values at log_bound 0.1), out of float32's normal range."""
+    import numpy as np
+
+    bound = np.float32(desc.get("log_bound", 0.1))
+    logs = rng.random(shape, dtype=np.float32) * (2 * bound) - bound
+    axis = desc.get("axis")
+    lined = logs.reshape(-1) if axis is None else np.moveaxis(logs, axis, -1)  # views into logs
+    even = lined.shape[-1] // 2 * 2
+    lined[..., 1:even:2] = -lined[..., 0:even:2]
+    return np.exp(logs)
 
 
 def _indices(desc: Dict[str, Any], shape: Tuple[int, ...], rng) -> Any:

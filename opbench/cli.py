@@ -33,6 +33,7 @@ import time
 from pathlib import Path
 from typing import List, Optional, Sequence
 
+from benchcore import audit
 from benchcore.cli import (ArgumentParser, add_output_arguments, add_run_arguments, add_shard_argument,
                            apply_threads, check_output_paths, checkpoint_path_for, formats_for, non_negative_int,
                            output_paths, parse_shard, positive_int, run_main, run_settings_from, shard_specs,
@@ -99,6 +100,7 @@ def build_parser(ab: bool = False) -> ArgumentParser:
     select.add_argument("--tiny", action="store_true", help=argparse.SUPPRESS)
     add_run_arguments(parser, rounds=DEFAULT_ROUNDS, memory_limit_gb=WORKER_MEMORY_LIMIT_GB,
                       memory_why=" for opbench: MXNet keeps workspace between cases")
+    audit.add_audit_arguments(parser)
     if ab:
         from benchcore.ab import add_ab_arguments
 
@@ -306,6 +308,8 @@ def build_report(args, job, environment, results, skipped, excluded, context, pa
         "rounds": job.settings_record(),
         "output_file": {fmt: str(path) for fmt, path in paths.items()},
         "resume": args.resume,
+        "audit": not args.no_audit,
+        "flush_denormal": args.flush_denormal,
     }
     extra = {**_from_results(skipped, results), "excluded": excluded}
     environment = dict(environment, finished_at=now_iso())
@@ -335,6 +339,8 @@ def summarize(report, skipped, started: float, written: List[Path]) -> None:
         say(f"failed {len(failed)} case(s):")
         for r in failed:
             print(f"  {_label(r)}: {r.status}: {r.error}", file=sys.stderr)
+    for line in audit.sweep_lines([(_label(r), r.metrics) for r in ok], PROG):
+        print(line, file=sys.stderr)
     uncovered = report.extra.get("no_benchmark") or []
     if uncovered:
         say(f"{len(uncovered)} registered operator(s) without a benchmark:")
@@ -382,7 +388,8 @@ def _job(args, context: str, large: bool, checkpoint, pythons=None):
     if not specs:
         raise UsageError("no case to run with these --ops/--category/--exclude/--dtype/--shard choices; "
                          "opbench --list with the same flags says why each operator has none")
-    options = {"profiler": args.profiler, "threads": args.threads, "seed": args.seed}
+    options = {"profiler": args.profiler, "threads": args.threads, "seed": args.seed, "audit": not args.no_audit,
+               "flush_denormal": args.flush_denormal}
     job = SweepJob(SUITE, specs, settings, rounds_from(args, DEFAULT_ROUNDS), options, checkpoint,
                    pythons=pythons or {})
     return job, skipped, excluded
@@ -390,7 +397,8 @@ def _job(args, context: str, large: bool, checkpoint, pythons=None):
 
 def _environment_extra(args) -> dict:
     return {"threads": args.threads, "engine": args.profiler, "seed": args.seed,
-            "timer": "mxnet-profiler" if args.profiler == "native" else "perf_counter"}
+            "timer": "mxnet-profiler" if args.profiler == "native" else "perf_counter",
+            "flush_denormal": args.flush_denormal}
 
 
 def run_sweep(args, argv: List[str], context: str, large: bool) -> int:

@@ -27,17 +27,30 @@ counter that already holds tens of MB, MXNet's dump is exact to a few bytes, not
 GPU-only and reports the whole device, other processes included.)
 
 Every metric this module cannot measure is null, with the reason in `missing`.
+
+Audit (benchcore.audit; options["audit"], on unless False): once per case, untimed, after the
+timed runs: the inputs as the runs left them (in-place updates included), the outputs of one
+more forward (under autograd when backward is timed, as the timed ones) and the input
+gradients of the last timed backward, with the case's head gradients (ones). metrics["audit"]
+holds the counts per tensor, the flag, the rule's `expected` reason and `elapsed_ms`.
+
+Subnormal flushing (options["flush_denormal"]): set on the worker's thread before the case's
+first MXNet operator, so MXNet's engine threads, created at a process's first operator, start
+with it; threads that already exist keep their state, which `metrics["denormals"]` records as
+measured (benchcore.environment.flush_probe), with the Python thread's MXCSR bits.
 """
 
 from __future__ import annotations
 
 import os
 import signal
+import time
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional
 
+from benchcore import audit
 from benchcore.case import CaseSpec, Workload
-from benchcore.errors import SkipCase, UsageError
+from benchcore.errors import SkipCase, UsageError, error_summary
 from benchcore.profilers.mxnet import (RESOLUTION_MS, MXNetProfiler, PhaseStats, device_key, peak_bytes,
                                        summarize_phase)
 from benchcore.runner import RunSettings, run_workload
@@ -339,6 +352,7 @@ def execute(spec: CaseSpec, options: dict) -> dict:
 
         if mx.context.num_gpus() <= ctx.device_id:
             raise SkipCase(f"{ctx_text} is not available here (MXNet sees {mx.context.num_gpus()} GPUs)")
+    denormals = denormal_state(bool(options.get("flush_denormal")), ctx)
     rss_before = _resident_bytes()
     peak_reset = _reset_peak_rss()
     materialized = materialize(spec, ctx=ctx)
@@ -351,10 +365,98 @@ def execute(spec: CaseSpec, options: dict) -> dict:
     metrics["threads"] = options.get("threads")
     metrics["rss_before_bytes"] = rss_before
     metrics["rss_peak_bytes"] = _peak_rss() if peak_reset else None
+    metrics["denormals"] = denormals
+    _add_audit(metrics, options, materialized, workload, spec.params.get("non_normal_reason"))
     del materialized, workload
     _sync()
     metrics["rss_after_bytes"] = _resident_bytes()
     return metrics
+
+
+# ---------------------------------------------------------------------------------------------
+# The audit and subnormal flushing (see the module docstring)
+
+
+def _add_audit(metrics: dict, options: dict, materialized, workload: Workload, expected: Optional[str]) -> None:
+    """metrics["audit"], or null with the reason: --no-audit, or the audit itself failed (the
+    timed figures are kept either way)."""
+    if options.get("audit") is False:
+        metrics["audit"] = None
+        metrics["missing"]["audit"] = "not asked for (--no-audit)"
+        return
+    try:
+        metrics["audit"] = audit_case(materialized, workload, expected)
+    except Exception as exc:  # an operator that cannot run once more must not lose the timings
+        metrics["audit"] = None
+        metrics["missing"]["audit"] = f"the audit pass failed: {error_summary(exc)}"
+
+
+def _counts(array) -> dict:
+    """benchcore.audit's counts of an NDArray (a sparse one's stored values), copied to numpy a
+    chunk at a time: a whole copy of the largest outputs would add hundreds of MB to the
+    worker's peak memory."""
+    if getattr(array, "stype", "default") != "default":
+        array = array.data
+    flat = array.reshape((-1,))
+    if not flat.size:
+        return audit.count(array.asnumpy())
+    step = audit.CHUNK_VALUES
+    return audit.count_many(flat[start:start + step].asnumpy() for start in range(0, int(flat.size), step))
+
+
+def _named_inputs(materialized) -> Dict[str, Any]:
+    """The case's input arrays by argument name, `arg[i]` for one of a list."""
+    named: Dict[str, Any] = {}
+    for arg, value in materialized.arrays.items():
+        for index, array in enumerate(value if isinstance(value, list) else [value]):
+            named[f"{arg}[{index}]" if isinstance(value, list) else arg] = array
+    return named
+
+
+def audit_case(materialized, workload: Workload, expected: Optional[str] = None) -> dict:
+    """The case's audit block: the inputs as the timed runs left them, the outputs of one more
+    forward (recorded, as the timed ones), and the input gradients of the last timed backward
+    (gradients are written, not accumulated, so they are that backward's, with the case's head
+    gradients; running another would double the audit's cost for the same values)."""
+    started = time.perf_counter()
+    named = _named_inputs(materialized)
+    inputs = {name: _counts(array) for name, array in named.items()}
+    output = workload.forward()
+    _sync()
+    outputs = {str(index): _counts(array) for index, array in enumerate(_outputs(output))}
+    names = {id(array): name for name, array in named.items()}
+    gradients = {names.get(id(array), f"grad{index}"): _counts(array.grad)
+                 for index, array in enumerate(materialized.grad_arrays)
+                 if workload.backward is not None and array.grad is not None}
+    block = audit.summarize_tensors({"inputs": inputs, "outputs": outputs, "gradients": gradients}, expected)
+    block["elapsed_ms"] = (time.perf_counter() - started) * 1e3
+    return block
+
+
+_PROBED: Dict[tuple, dict] = {}
+
+
+def denormal_state(flush: bool, ctx) -> dict:
+    """Apply --flush-denormal to this thread (before the process's first MXNet operator, so the
+    engine threads inherit it), then what is in force: this thread's MXCSR bits and the
+    fraction of values MXNet's operator threads flush (probed once per process and context:
+    a thread keeps the state it started with)."""
+    from benchcore.environment import flush_probe, set_flush_denormal, thread_flush_state
+
+    applied = set_flush_denormal(True) if flush else None
+    key = (flush, str(ctx))
+    if key not in _PROBED:
+        _PROBED[key] = flush_probe(lambda values, factor: _mx_multiply(values, factor, ctx))
+    state = {"requested": flush, "python_thread": thread_flush_state(), "operator_threads": _PROBED[key]}
+    if flush and not applied:
+        state["reason"] = "FTZ/DAZ can be set only on x86-64 Linux (glibc fesetenv)"
+    return state
+
+
+def _mx_multiply(values, factor: float, ctx):
+    import mxnet as mx
+
+    return (mx.nd.array(values, ctx=ctx, dtype="float32") * factor).asnumpy()
 
 
 def _resident_bytes() -> Optional[int]:

@@ -20,7 +20,9 @@ Initialisers ("init"), materialised by opbench.cases:
   definite) | near_identity (I + small noise: det near 1) | tril (lower triangular, diagonal in
   [1, 2]: a well-conditioned Cholesky factor) | simplex (positive, sums to 1 on the last axis) |
   rois (valid [batch, x1, y1, x2, y2] boxes) | affine (near-identity 2x3 transforms) |
-  sparse (normal with a `density` fraction non-zero) | fill (constant `value`) | given.
+  sparse (normal with a `density` fraction non-zero) | fill (constant `value`) |
+  reciprocal_pairs (exp(u) then exp(-u) along `axis`, u ~ U(-log_bound, log_bound): every
+  partial product along it stays near 1) | given.
 """
 
 from __future__ import annotations
@@ -39,6 +41,12 @@ DTYPE = "@dtype"
 
 # A variant whose inputs hold this key is run forward only; its value is the reason.
 NO_BACKWARD = "@no_backward"
+
+# A variant whose inputs hold this key computes on NaN, Inf or subnormal values by the
+# operator's nature, not by a choice of inputs: the audit (benchcore.audit) marks it expected
+# instead of a defect. Its value is the reason, or {dtype: reason} where only some dtypes do.
+NON_NORMAL = "@non_normal"
+FLOAT16_MAX = 65504
 
 
 @dataclass(frozen=True)
@@ -193,9 +201,17 @@ def fmt_shape(shape: Sequence[int]) -> str:
 # Input domains (uniform bounds) for operators undefined or singular on part of the reals.
 DOMAINS: Dict[str, Tuple[float, float]] = {
     **{op: (0.1, 10.0) for op in ("log", "log10", "log2", "log1p", "sqrt", "rsqrt", "rcbrt",
-                                  "reciprocal", "gamma", "gammaln")},
+                                  "reciprocal", "gammaln")},
+    # gamma(10) = 362880 and its gradient pass float16's largest value (65504); gamma(8) = 5040
+    "gamma": (0.1, 8.0),
+    # tan has poles at ±pi/2, where N(0, 1) draws land now and then: its gradient, 1 + tan^2,
+    # then passes float16's range (1800 infinities in a million values)
+    "tan": (-1.5, 1.5),
     **{op: (-0.9, 0.9) for op in ("arcsin", "arccos", "arctanh", "erfinv")},
     "arccosh": (1.1, 10.0),
+    # cbrt is defined everywhere but its gradient, 1 / (3 cbrt(x)^2), is infinite at 0, and
+    # float32 normal draws hold an exact 0 about once in a million values
+    "cbrt": (0.1, 10.0),
 }
 
 UNARY = (
@@ -226,6 +242,11 @@ def _unary(p: Profile, op: str) -> List[Variant]:
         extra = {"scalar": 1.0}
     elif op == "all_finite":
         extra = {"init_output": True}
+    if op in ("softmin", "softmax"):
+        extra[NON_NORMAL] = {"float16": (
+            "with a head gradient of ones the input gradient is y * (1 - sum(y)) = 0 up to rounding, and "
+            "float16's rounding residues are subnormal; over 1024 classes the smallest probabilities are "
+            "below float16's normal range (6.1e-5) too")}
     return [(None, {"data": domain_tensor(op, s), **extra}) for s in data_shapes(p)]
 
 
@@ -368,7 +389,9 @@ def _pdf_params(op: str, shape: Sequence[int]) -> Dict[str, Any]:
     """Distribution parameters in their domain, and a sample inside the support."""
     pos = lambda: U(shape, 0.5, 2.0)  # noqa: E731 - tiny local factory
     if op == "random_pdf_normal":
-        return {"mu": T(shape), "sigma": pos()}
+        # sigma >= 1: with sigma down to 0.5, samples 4-5 sigma from mu gave densities in
+        # float16's subnormal range in 1% of the values
+        return {"mu": T(shape), "sigma": U(shape, 1.0, 2.0)}
     if op == "random_pdf_uniform":
         return {"low": U(shape, -2.0, -1.0), "high": U(shape, 1.0, 2.0)}
     if op in ("random_pdf_exponential", "random_pdf_poisson"):
@@ -402,8 +425,10 @@ def _random_pdf(p: Profile, op: str) -> List[Variant]:
 @rule("random_pdf_dirichlet")
 def _pdf_dirichlet(p: Profile, op: str) -> List[Variant]:
     shapes = p.pick([(1024, 100, 10), (10000, 10, 10)], [(2, 3, 4), (3, 2, 2)])
-    return [(None, {"sample": T(s, "simplex"), "alpha": U((s[0], s[2]), 0.5, 2.0),
-                    "is_log": False}) for s in shapes]
+    return [(None, {"sample": T(s, "simplex"), "alpha": U((s[0], s[2]), 0.5, 2.0), "is_log": False,
+                    NON_NORMAL: {"float16": "a Dirichlet density over 10 categories is about 9! = 362880 "
+                                            "(92% of these values exceed 65504): past float16's range"}})
+            for s in shapes]
 
 
 def _sample_params(op: str, shape: Sequence[int]) -> Dict[str, Any]:
@@ -469,8 +494,11 @@ _REDUCE_AXES = [None, 0, 1]
 def _reduce(p: Profile, op: str) -> List[Variant]:
     out = []
     for s, axis in zip(data_shapes(p), _REDUCE_AXES):
-        # products of a million normals over/underflow; values near 1 keep prod meaningful.
-        data = U(s, 0.5, 1.5) if op in ("prod", "nanprod") else T(s)
+        # Products of normals over/underflow. Independent values near 1 are not enough either:
+        # U(0.5, 1.5) drifted to a subnormal product (1e-45 after 10,000 values), where the
+        # reduction ran 3x slower than on normal numbers. Reciprocal pairs keep every partial
+        # product within e^±0.1 of 1 at any length (opbench.cases._reciprocal_pairs).
+        data = T(s, "reciprocal_pairs", log_bound=0.1, axis=axis) if op in ("prod", "nanprod") else T(s)
         out.append((f"{fmt_shape(s)}-axis{axis}", {"data": data, "axis": axis}))
     return out
 
@@ -754,8 +782,14 @@ def _l2norm(p: Profile, op: str) -> List[Variant]:
 
 @rule("LayerNorm")
 def _layer_norm(p: Profile, op: str) -> List[Variant]:
-    return [(None, {"data": T(s), "gamma": U((s[-1],), 0.5, 1.5), "beta": T((s[-1],)),
-                    "axis": -1}) for s in nn4d_shapes(p)]
+    out = []
+    for s in nn4d_shapes(p):
+        inputs = {"data": T(s), "gamma": U((s[-1],), 0.5, 1.5), "beta": T((s[-1],)), "axis": -1}
+        if math.prod(s[:-1]) > FLOAT16_MAX:
+            inputs[NON_NORMAL] = {"float16": f"beta's gradient sums the head gradient (ones) over "
+                                             f"{math.prod(s[:-1])} rows: past float16's range (65504)"}
+        out.append((None, inputs))
+    return out
 
 
 @rule("InstanceNorm")
@@ -768,8 +802,16 @@ def _instance_norm(p: Profile, op: str) -> List[Variant]:
 def _group_norm(p: Profile, op: str) -> List[Variant]:
     # In mxnet 1.x gamma/beta hold one value per group, not per channel.
     groups = 3
-    return [(None, {"data": T(s), "gamma": U((groups,), 0.5, 1.5), "beta": T((groups,)),
-                    "num_groups": groups}) for s in nn4d_shapes(p)]
+    out = []
+    for s in nn4d_shapes(p):
+        inputs = {"data": T(s), "gamma": U((groups,), 0.5, 1.5), "beta": T((groups,)), "num_groups": groups}
+        size = math.prod(s[1:]) // groups
+        if size > FLOAT16_MAX:
+            inputs[NON_NORMAL] = {"float16": (
+                f"MXNet's CPU GroupNorm sums each group's squares in float16: {size} values of unit variance "
+                "pass its range (65504), so the statistics are infinite and the outputs NaN")}
+        out.append((None, inputs))
+    return out
 
 
 @rule("LRN")
@@ -855,6 +897,9 @@ def _leaky_relu(p: Profile, op: str) -> List[Variant]:
         if act == "rrelu":
             inputs[NO_BACKWARD] = ("rrelu in training mode (needed for backward) crashes "
                                    "mxnet 1.9.1 on CPU with a segfault")
+            inputs[NON_NORMAL] = ("rrelu outside training mode leaves its second output (the mask) "
+                                  "unwritten: it holds whatever the memory held, now and then NaN or "
+                                  "subnormal bits")
         out.append((f"{act}-{fmt_shape(s)}", inputs))
     return out
 
@@ -874,10 +919,13 @@ def _pooling(p: Profile, op: str) -> List[Variant]:
         for global_pool in (0, 1):
             for s in _conv_shapes(p):
                 k = [3] * (len(s) - 2)
-                out.append((f"{pool_type}-global{global_pool}-{fmt_shape(s)}",
-                            {"data": T(s), "kernel": k, "pool_type": pool_type,
-                             "global_pool": bool(global_pool), "stride": [1] * len(k),
-                             "pad": [0] * len(k)}))
+                inputs = {"data": T(s), "kernel": k, "pool_type": pool_type, "global_pool": bool(global_pool),
+                          "stride": [1] * len(k), "pad": [0] * len(k)}
+                if pool_type == "avg" and global_pool:
+                    inputs[NON_NORMAL] = {"float16": (
+                        "a global average of zero-mean values is near 0, below float16's normal range (6.1e-5) "
+                        "now and then, and its gradient gives each input 1/window (1/65536 at 256x256)")}
+                out.append((f"{pool_type}-global{global_pool}-{fmt_shape(s)}", inputs))
     return out
 
 
@@ -1050,14 +1098,21 @@ def _ctc(p: Profile, op: str) -> List[Variant]:
             for t, n, a, l in cases]
 
 
+_PER_OUTPUT_GRADIENT = {"float16": "the input gradient is (output - label) divided by the outputs per row "
+                                   "(1024 or 100): its small values fall below float16's normal range (6.1e-5)"}
+
+
 @rule("LinearRegressionOutput", "MAERegressionOutput")
 def _regression(p: Profile, op: str) -> List[Variant]:
-    return [(None, {"data": T(s), "label": T(s, grad=False)}) for s in data_shapes(p)]
+    extra = {NON_NORMAL: _PER_OUTPUT_GRADIENT} if op == "LinearRegressionOutput" else {}
+    return [(None, {"data": T(s), "label": T(s, grad=False), **extra}) for s in data_shapes(p)]
 
 
 @rule("LogisticRegressionOutput")
 def _logistic(p: Profile, op: str) -> List[Variant]:
-    return [(None, {"data": T(s), "label": U(s, 0.0, 1.0, grad=False)}) for s in data_shapes(p)]
+    return [(None, {"data": T(s), "label": U(s, 0.0, 1.0, grad=False), NON_NORMAL: _PER_OUTPUT_GRADIENT})
+            for s in data_shapes(p)]
+
 
 
 @rule("IdentityAttachKLSparseReg")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Dict, List
 
+from benchcore import audit
 from benchcore.report import CaseResult
 from benchcore.rounds import combine_metrics
 from benchcore.suite import Suite
@@ -47,10 +48,12 @@ def category(result: CaseResult) -> str:
 
 def combine_rounds(per_round: List[dict]) -> dict:
     """A case's rounds as one metrics dict: samples and per-call times joined (round boundaries
-    kept), counters summed, averages and opperf's keys recomputed from the joined figures."""
+    kept), counters summed, averages and opperf's keys recomputed from the joined figures, the
+    audit combined by its own rule (benchcore.audit.combine: the rounds' counts agree)."""
     from .mxnet_backend import add_opperf_keys
 
-    combined = combine_metrics([_without_derived(m) for m in per_round], PROFILER_RULES, sample_lists=("per_call_ms",))
+    combined = audit.combine_with_audit(per_round, lambda rest: combine_metrics(
+        [_without_derived(m) for m in rest], PROFILER_RULES, sample_lists=("per_call_ms",)))
     _recompute_averages(combined)
     op, engine = combined.get("op"), combined.get("engine")
     if op and engine:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 from typing import Dict, List, Optional
 
+from benchcore import audit
 from benchcore.report import CaseResult, Report
 from benchcore.stats import Measurement, round_sizes_of
 
@@ -228,6 +229,8 @@ def to_markdown(report: Report) -> str:
                  + f". `{MISSING}`: not measured (why: *Not measured* below).")
     parts += ["", _table(rows, headers) if ok else "(no case was measured)", ""]
     parts += _not_measured_section(ok)
+    parts += audit.markdown_section([(f"{_op(r)} {r.spec.params.get('variant') or ''}".strip(), r.metrics or {})
+                                     for r in ok], audited=settings.get("audit") is not False)
     failures = [r for r in _sorted(report.results) if r.status in ("failed", "crashed", "timeout")]
     if failures:
         parts += ["## Failures", "",

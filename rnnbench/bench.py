@@ -3,8 +3,10 @@
 The worker side is `execute(spec, options)`: it rebuilds the runner's ModelDef inside the
 runner's fuser/executor contexts, turns it into a benchcore Workload and times it with
 `benchcore.runner.run_workload` — CUDA events on a CUDA device, perf_counter around a sync on
-the CPU. Every time is in milliseconds on every device (fastrnns reported CPU seconds as
-"ms"), and nothing forces a garbage collection inside the loop (fastrnns spent ~150 ms per
+the CPU — then audits one more forward and backward (rnnbench.audit; options["audit"] False
+skips it) and records the subnormal flushing in force (options["flush_denormal"] sets it).
+Every time is in milliseconds on every device (fastrnns reported CPU seconds as "ms"), and
+nothing forces a garbage collection inside the loop (fastrnns spent ~150 ms per
 iteration in gc.collect() on CPU at default sizes).
 
 The parent side builds CaseSpecs (`build_specs`) and renders a list of CaseResults as
@@ -20,6 +22,7 @@ from contextlib import ExitStack, contextmanager, nullcontext
 from dataclasses import dataclass
 from typing import Dict, Iterator, List, Optional, Sequence
 
+from benchcore import audit
 from benchcore.case import CaseSpec
 from benchcore.errors import SkipCase, UsageError
 
@@ -308,12 +311,18 @@ def execute(spec: CaseSpec, options: dict) -> dict:
     from benchcore.runner import RunSettings, run_workload
     from benchcore.timers import timer_for
 
+    from .audit import audit_workload, denormal_state
+
     _apply_threads(options)
+    denormals = denormal_state(bool(options.get("flush_denormal")))
     settings = RunSettings.from_dict(options.get("settings") or {})
     with prepared(spec) as prep:
         timer = timer_for(prep.workload.device, prep.workload.sync)
         outcome = run_workload(prep.workload, settings, timer)
+        found = audit_workload(prep.workload, prep.modeldef.param_names) if options.get("audit") is not False else None
     metrics = outcome.to_dict()
+    metrics["audit"] = found
+    metrics["denormals"] = denormals
     info = _model_info(prep)
     metrics.update({
         "unit": "ms",
@@ -323,6 +332,8 @@ def execute(spec: CaseSpec, options: dict) -> dict:
         "info": _jsonable(info),
     })
     metrics.update(compile_metrics(info))
+    if found is None:
+        metrics.setdefault("missing", {})["audit"] = "not asked for (--no-audit)"
     return metrics
 
 
@@ -525,4 +536,6 @@ def markdown_report(report) -> str:
                                                        _status_text(result)])
         lines.append(tabulate(rows, headers=headers, tablefmt="github", floatfmt=".4g", missingval="---"))
         lines.append("")
+    lines += audit.markdown_section([(r.spec.name, r.metrics or {}) for r in report.results if r.ok],
+                                    audited=(report.settings or {}).get("audit") is not False)
     return "\n".join(lines)

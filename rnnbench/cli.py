@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 from typing import List, Optional, Sequence
 
+from benchcore import audit
 from benchcore import cli as core_cli
 from benchcore.cli import ArgumentParser, non_negative_float, non_negative_int, positive_int
 from benchcore.errors import UsageError
@@ -106,6 +107,7 @@ def _bench_parser(sub, ab: bool = False) -> None:
     # ResNet-50 at fastrnns' sizes takes seconds per iteration on a CPU: 110 of them pass
     # benchcore's 600 s default, so a default CPU sweep would time out.
     core_cli.add_run_arguments(p, rounds=DEFAULT_ROUNDS, timeout_s=BENCH_TIMEOUT_S)
+    audit.add_audit_arguments(p)
     if ab:
         from benchcore.ab import add_ab_arguments
 
@@ -232,7 +234,8 @@ def _render(report, fmt: str, charts: Sequence = ()) -> str:
 
 def _environment_extra(args) -> dict:
     return {"threads": args.threads, "seed": args.seed,
-            "timer": "cuda_event" if args.device.startswith("cuda") else "perf_counter"}
+            "timer": "cuda_event" if args.device.startswith("cuda") else "perf_counter",
+            "flush_denormal": args.flush_denormal}
 
 
 def bench_environment(args, argv: Sequence[str]) -> dict:
@@ -262,8 +265,9 @@ def _job(args, checkpoint, pythons=None):
         raise UsageError("nothing to run: no runner selected (--group/--rnns/--cnns/--shard); use --group rnns and/or cnns, or --variable-lstms")
     bench.check_runners(sorted({s.name for s in specs}), args.device)
     settings = core_cli.run_settings_from(args, warmup=args.warmup, runs=args.nloops)
-    job = SweepJob(SUITE, specs, settings, rounds_from(args, DEFAULT_ROUNDS), {"threads": args.threads, "seed": args.seed},
-                   checkpoint, pythons=pythons or {})
+    options = {"threads": args.threads, "seed": args.seed, "audit": not args.no_audit,
+               "flush_denormal": args.flush_denormal}
+    job = SweepJob(SUITE, specs, settings, rounds_from(args, DEFAULT_ROUNDS), options, checkpoint, pythons=pythons or {})
     return job, all_specs
 
 
@@ -278,7 +282,8 @@ def _report(args, job, all_specs, environment, results):
                   "rounds": job.settings_record(), "device": args.device, "fuser": args.fuser,
                   "executor": args.executor or "default",
                   "sizes": {**bench.sizes_from(args), "cnnBatch": args.cnnBatch}, "unit": "ms", "shard": args.shard,
-                  "runners": bench.run_order(all_specs)},
+                  "runners": bench.run_order(all_specs), "audit": not args.no_audit,
+                  "flush_denormal": args.flush_denormal},
         results=results,
     )
 
@@ -320,11 +325,13 @@ def _bench(args, argv: Sequence[str]) -> int:
 
 
 def _report_problems(results) -> None:
+    """Skipped and failed runners, then the audit's summary (benchcore.audit)."""
     for result in results:
         if result.status == "skipped":
             _err(f"{PROG}: {result.spec.name} skipped: {result.error}")
         elif not result.ok:
             _err(f"{PROG}: {result.spec.name} {result.status}: {result.error}")
+    _err(*audit.sweep_lines([(r.spec.name, r.metrics) for r in results if r.ok], PROG))
 
 
 def _ab(args, argv: Sequence[str]) -> int:
@@ -361,6 +368,7 @@ def _test(args) -> int:
     results = correctness.check_runners(names, device=device, seed=args.seed, atol=args.atol, rtol=args.rtol,
                                         scale_grads=not args.absolute_grads, **sizes)
     print(correctness.format_results(results))
+    _err(*audit.summary_lines([(r.runner, r.audit) for r in results], PROG))
     failed = [r.runner for r in results if not r.passed]
     if failed:
         _err(f"{PROG}: {len(failed)} of {len(results)} runner(s) do not match the nn.LSTM reference: {', '.join(failed)}")

@@ -19,6 +19,10 @@ misses by the gradient's own order of magnitude.
 Both sides run in IEEE float32: TF32 is switched off for the check (see runners.ieee_float32),
 since cuDNN's LSTM would otherwise use it on recent GPUs and the hand-written runners would not.
 
+Each checked runner's inputs, outputs, final states and parameter gradients are audited
+(rnnbench.audit: NaN, Inf, subnormal counts) after its backward; the table shows what was found.
+Finding some does not fail the check, which is about agreement with the reference.
+
 A mismatch or an error is a failed CheckResult with a message — never an exception or a
 debugger prompt (fastrnns' test.py dropped into pdb). Only the caller's own mistakes (unknown
 runner, CNN runner, bad size or device) raise UsageError.
@@ -35,7 +39,9 @@ import torch.nn.functional as F
 from tabulate import tabulate
 
 from benchcore.errors import UsageError, error_summary
+from benchcore.audit import findings
 from rnnbench import factory
+from rnnbench.audit import audit_model
 from rnnbench.runners import Runner, get_runners, ieee_float32, lstm_runner_names
 
 DEFAULT_SIZES = dict(seqLength=100, numLayers=1, inputSize=512, hiddenSize=512, miniBatch=64)
@@ -59,10 +65,14 @@ class CheckResult:
     message: str = ""
     options: dict = field(default_factory=dict)
     grad_scale: Dict[str, float] = field(default_factory=dict)
+    #: the runner's inputs, outputs, final states and parameter gradients audited
+    #: (rnnbench.audit); None when the check failed before its backward
+    audit: Optional[dict] = None
 
     def to_dict(self) -> dict:
         return {"runner": self.runner, "passed": self.passed, "max_abs_diff": self.max_abs_diff,
-                "message": self.message, "options": self.options, "grad_scale": self.grad_scale}
+                "message": self.message, "options": self.options, "grad_scale": self.grad_scale,
+                "audit": self.audit}
 
 
 @dataclass(frozen=True)
@@ -238,8 +248,9 @@ def _draw_grads(ref: _Outputs, device: torch.device, seed: int) -> dict:
 # ------------------------------------------------------------------------------- checking
 
 def _run_check(runner: Runner, sizes: dict, device: str, seed: int, tol: Tolerance,
-               diffs: dict, scales: dict) -> List[str]:
-    """Fill diffs stage by stage; return the names of quantities out of tolerance."""
+               diffs: dict, scales: dict, audited: dict) -> List[str]:
+    """Fill diffs stage by stage, and `audited` with the runner's audit after its backward;
+    return the names of quantities out of tolerance."""
     failures = []
     data, ref_result, ref_params = _build_reference(runner.reference, sizes, device, seed)
     lengths = [len(s) for s in data.x] if runner.reference == "varlen" else None
@@ -249,7 +260,8 @@ def _run_check(runner: Runner, sizes: dict, device: str, seed: int, tol: Toleran
         _check_same_data(md, data, ref_params)
         for param in md.params:
             param.grad = None
-        outs = _normalise(md.forward(*md.inputs), lengths)
+        result = md.forward(*md.inputs)
+        outs = _normalise(result, lengths)
         use_output = outs.output is not None
         if use_output:
             if len(outs.output) != len(ref.output):
@@ -261,6 +273,7 @@ def _run_check(runner: Runner, sizes: dict, device: str, seed: int, tol: Toleran
             failures += [] if ok else [key]
         grads = _draw_grads(ref, data.hx.device, seed)
         torch.autograd.backward(*_grad_terms(outs, grads, use_output))
+        audited.update(audit_model(md.inputs, result, md.params, md.param_names or [name for name, _ in ref_params]))
     torch.autograd.backward(*_grad_terms(ref, grads, use_output))
     diffs["grads"] = {}
     for param, (name, ref_param) in zip(md.params, ref_params):
@@ -290,19 +303,20 @@ def check_runner(name: str, seqLength: int = 100, numLayers: int = 1, inputSize:
     factory.resolve_device(device)
     diffs: Dict[str, Any] = {"output": None, "h": None, "c": None, "grads": {}}
     scales: Dict[str, float] = {}
+    audited: Dict[str, Any] = {}
     options = dict(runner.check_options)
     note = f" (checked with {_fmt_options(options)})" if options else ""
     try:
         with ieee_float32():
-            failures = _run_check(runner, sizes, device, seed, tol, diffs, scales)
+            failures = _run_check(runner, sizes, device, seed, tol, diffs, scales, audited)
     except _Mismatch as exc:
-        return CheckResult(name, False, diffs, f"{exc}{note}", options, scales)
+        return CheckResult(name, False, diffs, f"{exc}{note}", options, scales, audited or None)
     except Exception as exc:  # the runner itself broke: a failed check, not a crash
-        return CheckResult(name, False, diffs, f"error: {error_summary(exc)}{note}", options, scales)
+        return CheckResult(name, False, diffs, f"error: {error_summary(exc)}{note}", options, scales, audited or None)
     if failures:
         message = f"out of tolerance ({tol}): {', '.join(failures)}"
-        return CheckResult(name, False, diffs, message + note, options, scales)
-    return CheckResult(name, True, diffs, "ok" + note, options, scales)
+        return CheckResult(name, False, diffs, message + note, options, scales, audited)
+    return CheckResult(name, True, diffs, "ok" + note, options, scales, audited)
 
 
 def check_runners(names: Optional[Sequence[str]] = None, seqLength: int = 100,
@@ -341,6 +355,13 @@ def _fmt_options(options: dict) -> str:
     return ", ".join(f"{k}={v}" for k, v in sorted(options.items()))
 
 
+def _audit_cell(block: Optional[dict]) -> str:
+    """The table's non-normal column: none, or the flagged tensors (rnnbench.audit)."""
+    if not block:
+        return "-"
+    return findings(block) if block.get("flagged") else "none"
+
+
 def format_results(results: Sequence[CheckResult], tablefmt: str = "simple") -> str:
     """A per-runner table: verdict, largest output/h/c differences, the worst gradient (the
     largest difference relative to its scale), its scale and parameter, and the message."""
@@ -354,6 +375,6 @@ def format_results(results: Sequence[CheckResult], tablefmt: str = "simple") -> 
                      _fmt(res.max_abs_diff.get("c")),
                      _fmt(grads[worst]) if worst else "-",
                      _fmt(scale.get(worst)) if worst in scale else "-", worst or "-",
-                     res.message])
-    headers = ["runner", "result", "output", "h", "c", "grad", "grad scale", "param", "message"]
+                     _audit_cell(res.audit), res.message])
+    headers = ["runner", "result", "output", "h", "c", "grad", "grad scale", "param", "non-normal", "message"]
     return tabulate(rows, headers=headers, tablefmt=tablefmt, disable_numparse=True)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import List
 
+from benchcore import audit
 from benchcore.report import CaseResult
 from benchcore.rounds import combine_metrics, median
 from benchcore.suite import Suite
@@ -11,8 +12,15 @@ from benchcore.suite import Suite
 SUITE_NAME = "rnnbench"
 EXECUTOR = "rnnbench.bench:execute"
 
+def _typical(values: list):
+    """The median round's cost; the rules match leaf names, so they also meet `missing`'s
+    reasons under the same keys (a runner that does not compile), which the rounds share."""
+    return median(values) if all(isinstance(v, (int, float)) for v in values) else values[0]
+
+
 #: A runner's one-off costs are paid again by every round's fresh process: report the typical one.
-ROUND_RULES = {"build_ms": median, "compile_ms": median, "compile_forward_ms": median, "compile_backward_ms": median}
+ROUND_RULES = {"build_ms": _typical, "compile_ms": _typical, "compile_forward_ms": _typical,
+               "compile_backward_ms": _typical}
 
 
 def category(result: CaseResult) -> str:
@@ -20,7 +28,8 @@ def category(result: CaseResult) -> str:
 
 
 def combine_rounds(per_round: List[dict]) -> dict:
-    return combine_metrics(per_round, ROUND_RULES)
+    """Rounds by ROUND_RULES; the audit by its own rule (benchcore.audit.combine)."""
+    return audit.combine_with_audit(per_round, lambda rest: combine_metrics(rest, ROUND_RULES))
 
 
 def _finish_merge(report):

@@ -369,7 +369,7 @@ def test_the_report_describes_the_gpu_that_was_benchmarked(monkeypatch):
     monkeypatch.setattr(torch.cuda, "current_device", lambda: current[0])
     monkeypatch.setattr(torch.cuda, "get_device_properties",
                         lambda i: types.SimpleNamespace(name=f"GPU{i}", major=9, minor=0, total_memory=1))
-    args = argparse.Namespace(device="cuda:1", threads=None, seed=None)
+    args = argparse.Namespace(device="cuda:1", threads=None, seed=None, flush_denormal=False)
     env = bench_environment(args, ["bench", "--device", "cuda:1"])
     assert env["torch"]["gpu"]["index"] == 1 and env["torch"]["gpu"]["name"] == "GPU1"
     assert env["timer"] == "cuda_event" and current[0] == 0

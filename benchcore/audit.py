@@ -1,0 +1,344 @@
+"""The audit of what a case computes on: NaN, infinities and subnormal numbers, per tensor.
+
+A benchmark that feeds an operator values that drive it into NaN, infinity or subnormal
+arithmetic times a slow path nobody runs in practice: an x86 core takes a microcode assist
+for every float32/float64 operation with a subnormal operand or result (unless FTZ/DAZ are
+set), and NaN/Inf inputs are a sign that the inputs were out of the operator's domain. So
+every timed case is audited once, untimed, after its timed runs: its inputs, outputs and
+input gradients are counted here. The suites (opbench's MXNet and PyTorch backends, rnnbench)
+hand numpy arrays in and get plain dicts out; nothing here knows a framework.
+
+What counts, per tensor, judged by the tensor's own dtype (an index tensor kept in float32 in
+a float16 case is a float32 tensor):
+
+- `nan`, `posinf`, `neginf`: any of them flags the tensor.
+- `subnormal`: nonzero values below the dtype's smallest normal magnitude (float16 2**-14
+  ≈ 6.1035e-5, float32 2**-126 ≈ 1.1755e-38, float64 2**-1022 ≈ 2.2251e-308). Zeros are
+  normal here: IEEE hardware computes on zero at full speed, and zeros are everywhere a case
+  is right to have them (ReLU outputs, sparse inputs, gradients of max/where/indexing).
+  In float32 and float64 one subnormal value flags the tensor. In float16 a tensor is
+  flagged only when more than FLOAT16_SUBNORMAL_TOLERANCE of its values are subnormal: MXNet
+  and PyTorch compute float16 on a CPU in float32 (where 2**-24 is normal) and NVIDIA GPUs
+  handle float16 subnormals at full speed, so a float16 subnormal is a loss of precision, not
+  a slow path; and float16 arithmetic on standard-normal data makes them by itself (a
+  product of two N(0, 1) values falls below 2**-14 four times in ten thousand, a square of
+  one six times in a thousand). Above 1% the values have drifted into that range (a long
+  product), which is what the audit is for. The counts are recorded either way.
+- integer and boolean tensors hold no non-normal value; other dtypes (bfloat16, which numpy
+  lacks) are counted as values only, with `unaudited` saying why.
+
+A case whose non-normal values are inherent to the operator (its rule says why) carries that
+reason as `expected`; it is flagged but not a defect.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Dict, Iterable, List, Mapping, Optional
+
+#: (unsigned view, exponent mask, smallest normal as raw magnitude bits) per float dtype
+_LAYOUT = {
+    "float16": ("uint16", 0x7C00, 0x0400),
+    "float32": ("uint32", 0x7F800000, 0x00800000),
+    "float64": ("uint64", 0x7FF0000000000000, 0x0010000000000000),
+}
+#: fraction of a float16 tensor's values that may be subnormal before it is flagged (see above)
+FLOAT16_SUBNORMAL_TOLERANCE = 0.01
+KINDS = ("nan", "posinf", "neginf", "subnormal")
+#: values counted at a time (4 MB of float32)
+CHUNK_VALUES = 1 << 20
+
+
+def count(array) -> dict:
+    """One tensor's counts: dtype, values, nan, posinf, neginf, subnormal, fraction (of values
+    that are any of those) and `flagged` (see the module docstring).
+
+    Works on the bits (an unsigned view), never on float arithmetic, so the counts do not
+    depend on the thread's FTZ/DAZ state (with DAZ set, `abs(x) < tiny` would see a
+    subnormal as zero) and float16 needs no slow software arithmetic.
+    """
+    import numpy as np
+
+    values = np.asarray(array)
+    dtype = values.dtype.name
+    found = {"dtype": dtype, "values": int(values.size), **{kind: 0 for kind in KINDS}, "fraction": 0.0,
+             "flagged": False}
+    if dtype in _LAYOUT and values.size:
+        found.update(_float_counts(np.ascontiguousarray(values).reshape(-1), *_LAYOUT[dtype]))
+    elif values.dtype.kind not in "biu":
+        found["unaudited"] = f"dtype {dtype} is not float16, float32, float64 or an integer type"
+    return _finish(found)
+
+
+def count_many(arrays: Iterable) -> dict:
+    """The counts of several arrays of one dtype as one tensor's (a variable-length batch's
+    sequences, a list argument), so a report has one entry for them, not one per piece."""
+    parts = [count(array) for array in arrays]
+    if not parts:
+        return count([])
+    return _finish(dict(parts[0], values=sum(p["values"] for p in parts),
+                        **{kind: sum(p[kind] for p in parts) for kind in KINDS}))
+
+
+def _float_counts(flat, unsigned: str, exponent_mask: int, smallest_normal: int) -> dict:
+    """NaN, ±Inf and subnormal counts of a flat float array, CHUNK_VALUES at a time (so the
+    temporaries stay a few MB for a tensor of hundreds of MB)."""
+    counts = {"nan": 0, "posinf": 0, "neginf": 0, "subnormal": 0}
+    for start in range(0, flat.size, CHUNK_VALUES):
+        part = _chunk_counts(flat[start:start + CHUNK_VALUES], unsigned, exponent_mask, smallest_normal)
+        for kind, found in part.items():
+            counts[kind] += found
+    return counts
+
+
+def _chunk_counts(flat, unsigned: str, exponent_mask: int, smallest_normal: int) -> dict:
+    import numpy as np
+
+    bits = flat.view(unsigned)
+    magnitude = bits & np.array(exponent_mask | (exponent_mask - 1), dtype=unsigned)  # clear the sign
+    exponent_mask = np.array(exponent_mask, dtype=unsigned)
+    counts = {"nan": 0, "posinf": 0, "neginf": 0}
+    if magnitude.max() >= exponent_mask:  # some value is NaN or infinite (rare: the fast path skips this)
+        infinite = magnitude == exponent_mask
+        counts["nan"] = int(np.count_nonzero(magnitude > exponent_mask))
+        counts["neginf"] = int(np.count_nonzero(infinite & (bits > magnitude)))  # sign bit set
+        counts["posinf"] = int(np.count_nonzero(infinite)) - counts["neginf"]
+    # subnormal: 0 < magnitude < smallest normal; magnitude - 1 wraps zero round to the maximum
+    magnitude -= np.array(1, dtype=unsigned)
+    counts["subnormal"] = int(np.count_nonzero(magnitude < np.array(smallest_normal - 1, dtype=unsigned)))
+    return counts
+
+
+def _finish(counts: dict) -> dict:
+    """Fill in a tensor's `fraction` and `flagged` from its counts."""
+    bad = sum(counts[kind] for kind in KINDS)
+    counts["fraction"] = bad / counts["values"] if counts["values"] else 0.0
+    counts["flagged"] = _flagged(counts)
+    return counts
+
+
+def _flagged(counts: dict) -> bool:
+    if counts["nan"] or counts["posinf"] or counts["neginf"]:
+        return True
+    if counts["dtype"] == "float16":
+        return counts["subnormal"] > FLOAT16_SUBNORMAL_TOLERANCE * counts["values"]
+    return counts["subnormal"] > 0
+
+
+def audit(groups: Mapping[str, Mapping[str, object]], expected: Optional[str] = None) -> dict:
+    """A case's audit from {group: {tensor name: numpy array}} (groups: inputs, outputs,
+    gradients): the counts per tensor, the case's totals, `flagged` (any tensor flagged),
+    `expected` (the rule's reason, or None) and `defect` (flagged and not expected)."""
+    tensors = {group: {name: count(array) for name, array in named.items()} for group, named in groups.items()}
+    return summarize_tensors(tensors, expected)
+
+
+def summarize_tensors(tensors: Mapping[str, Mapping[str, dict]], expected: Optional[str] = None) -> dict:
+    """The audit block from counts already made (count() per tensor), grouped as in audit()."""
+    every = [counts for named in tensors.values() for counts in named.values()]
+    totals = {kind: sum(c[kind] for c in every) for kind in KINDS}
+    flagged = any(c["flagged"] for c in every)
+    return {**{group: dict(named) for group, named in tensors.items()},
+            "values": sum(c["values"] for c in every), **totals,
+            "flagged": flagged, "expected": expected, "defect": flagged and expected is None}
+
+
+def flagged_tensors(block: dict) -> List[tuple]:
+    """[(group, name, counts)] of the flagged tensors of an audit block, in report order."""
+    return [(group, name, counts) for group in _groups(block)
+            for name, counts in block[group].items() if counts.get("flagged")]
+
+
+def _groups(block: dict) -> List[str]:
+    return [key for key, value in block.items() if isinstance(value, dict)]
+
+
+# --------------------------------------------------------------------------- rounds and sweeps
+
+
+def combine(per_round: List[dict]) -> Optional[dict]:
+    """A case's audit over its rounds (each round audits in its own fresh process).
+
+    The rounds run the same seeded inputs the same number of times, so their counts agree and
+    the first round's block stands, with `elapsed_ms` summed (the audit's whole cost) and
+    `rounds` the number audited. Where they disagree (adaptive sampling ran a different number
+    of in-place updates; an operator that reads unwritten memory), each count is the largest
+    any round found and `rounds_differ` is true, so a flag raised in one round is never lost.
+    """
+    blocks = [block for block in per_round if block]
+    if not blocks:
+        return None
+    elapsed = [block.get("elapsed_ms") for block in blocks]
+    first = {k: v for k, v in blocks[0].items() if k != "elapsed_ms"}
+    same = all({k: v for k, v in block.items() if k != "elapsed_ms"} == first for block in blocks[1:])
+    combined = first if same else _worst(blocks)
+    if not same:
+        combined["rounds_differ"] = True
+    combined["rounds"] = len(blocks)
+    combined["elapsed_ms"] = sum(e for e in elapsed if e is not None) if any(e is not None for e in elapsed) else None
+    return combined
+
+
+def combine_with_audit(per_round: List[dict], combine_rest: Callable[[List[dict]], dict]) -> dict:
+    """A suite's round combiner around the audit: the metrics without `audit` by
+    `combine_rest`, the audit blocks by combine() (so the audit's cost and equal counts do not
+    show up as per-round differences)."""
+    combined = combine_rest([{k: v for k, v in metrics.items() if k != "audit"} for metrics in per_round])
+    if any("audit" in metrics for metrics in per_round):
+        combined["audit"] = combine([metrics.get("audit") for metrics in per_round])
+    return combined
+
+
+def _worst(blocks: List[dict]) -> dict:
+    tensors: Dict[str, Dict[str, dict]] = {}
+    for block in blocks:
+        for group in _groups(block):
+            for name, counts in block[group].items():
+                held = tensors.setdefault(group, {}).get(name)
+                tensors[group][name] = counts if held is None else _max_counts(held, counts)
+    return summarize_tensors(tensors, blocks[0].get("expected"))
+
+
+def _max_counts(a: dict, b: dict) -> dict:
+    return _finish(dict(a, **{kind: max(a[kind], b[kind]) for kind in KINDS}))
+
+
+def tally(blocks: Iterable[Optional[dict]]) -> dict:
+    """Over a sweep's audit blocks: how many cases were audited, flagged, expected, defects."""
+    audited = [block for block in blocks if block]
+    flagged = [block for block in audited if block.get("flagged")]
+    return {"audited": len(audited), "flagged": len(flagged),
+            "expected": sum(1 for block in flagged if block.get("expected")),
+            "defects": sum(1 for block in flagged if not block.get("expected")),
+            "elapsed_ms": sum(block.get("elapsed_ms") or 0.0 for block in audited)}
+
+
+def describe(counts: dict) -> str:
+    """A tensor's non-normal counts in a few words: "3 NaN, 12 subnormal of 1024 values"."""
+    names = {"nan": "NaN", "posinf": "+Inf", "neginf": "-Inf", "subnormal": "subnormal"}
+    found = [f"{counts[kind]} {names[kind]}" for kind in KINDS if counts.get(kind)]
+    return f"{', '.join(found) or 'none'} of {counts.get('values', 0)} values"
+
+
+# --------------------------------------------------------------------------- views (text; the CLIs print)
+
+
+def findings(block: dict) -> str:
+    """An audit block's flagged tensors in one line: "outputs 0: 1 subnormal of 1 values; …"."""
+    return "; ".join(f"{group} {name}: {describe(counts)}" for group, name, counts in flagged_tensors(block))
+
+
+def summary_lines(labelled: List[tuple], prog: str) -> List[str]:
+    """The stderr summary of a sweep's audit from [(case label, audit block or None)]: one
+    line when every audited case computed on normal numbers, else a header and one line per
+    flagged case (defects first)."""
+    blocks = [block for _label, block in labelled if block]
+    if not blocks:
+        return []
+    counted = tally(blocks)
+    timed = any(block.get("elapsed_ms") is not None for block in blocks)
+    cost = f" (audit {counted['elapsed_ms'] / 1e3:.1f} s)" if timed else ""
+    if not counted["flagged"]:
+        return [f"{prog}: audit: all {counted['audited']} audited case(s) computed on normal numbers{cost}"]
+    lines = [f"{prog}: audit: {counted['flagged']} of {counted['audited']} case(s) computed on non-normal values"
+             f"{cost}: {counted['defects']} unexplained, {counted['expected']} expected:"]
+    for label, block in _flagged_cases(labelled):
+        why = f" [expected: {block['expected']}]" if block.get("expected") else ""
+        lines.append(f"  {label}: {findings(block)}{why}")
+    return lines
+
+
+def _flagged_cases(labelled: List[tuple]) -> List[tuple]:
+    """The flagged (label, block) pairs, unexplained ones first, each group in the given order."""
+    flagged = [(label, block) for label, block in labelled if block and block.get("flagged")]
+    return sorted(flagged, key=lambda item: bool(item[1].get("expected")))
+
+
+def sweep_lines(labelled_metrics: List[tuple], prog: str) -> List[str]:
+    """A sweep's stderr lines from [(case label, its metrics)] of the cases that ran: the audit's
+    summary, and, where flushing was asked for or is in force, what the operator threads did."""
+    lines = summary_lines([(label, metrics.get("audit")) for label, metrics in labelled_metrics], prog)
+    states = [metrics.get("denormals") for _label, metrics in labelled_metrics]
+    return lines + ([f"{prog}: {flush_text(states)}"] if flush_notable(states) else [])
+
+
+MARKDOWN_HEADERS = ["Case", "Tensor", "NaN", "+Inf", "-Inf", "Subnormal", "Values", "Expected"]
+
+
+def markdown_rows(labelled: List[tuple]) -> List[list]:
+    """One row per flagged tensor of the flagged cases (defects first), for a Markdown table."""
+    rows = []
+    for label, block in _flagged_cases(labelled):
+        for group, name, counts in flagged_tensors(block):
+            rows.append([label, f"{group} {name}", *(str(counts[kind]) for kind in KINDS), str(counts["values"]),
+                         block.get("expected") or "no"])
+    return rows
+
+
+def markdown_intro(labelled: List[tuple]) -> str:
+    """The sentence above the table: what was counted, and how many cases it flagged."""
+    counted = tally(block for _label, block in labelled)
+    if not counted["audited"]:
+        return "No case was audited (`--no-audit`, or no case ran)."
+    text = (f"NaN, ±Inf and subnormal values counted in every tensor a case computes on or produces (inputs, "
+            f"outputs, gradients), once per round, untimed, after the timed runs (subnormal: nonzero and below the "
+            f"dtype's smallest normal; a float16 tensor is flagged above {FLOAT16_SUBNORMAL_TOLERANCE:.0%} "
+            f"subnormal). {counted['audited']} case(s) audited, {counted['flagged']} flagged")
+    if counted["flagged"]:
+        text += (f": {counted['defects']} unexplained, {counted['expected']} expected (inherent to the operator, "
+                 "for the reason given)")
+    return text + "."
+
+
+def markdown_section(labelled_metrics: List[tuple], audited: bool = True) -> List[str]:
+    """A report's *Non-normal values* section from [(case label, its metrics)] of the cases that
+    ran: what was counted, the flagged tensors (one row each), and whether subnormals were
+    flushed. `audited` False: the run was asked not to audit."""
+    from tabulate import tabulate
+
+    labelled = [(label, metrics.get("audit")) for label, metrics in labelled_metrics]
+    flush = flush_text(metrics.get("denormals") for _label, metrics in labelled_metrics)
+    parts = ["## Non-normal values", "", markdown_intro(labelled) if audited else "Not audited (`--no-audit`)."]
+    parts += [flush, ""] if flush else [""]
+    rows = [[cell.replace("|", "\\|") for cell in row] for row in markdown_rows(labelled)]
+    if rows:
+        parts += [tabulate(rows, headers=MARKDOWN_HEADERS, tablefmt="github", disable_numparse=True), ""]
+    return parts
+
+
+def flush_text(states: Iterable[Optional[dict]]) -> Optional[str]:
+    """What the workers' `denormals` records say about flushing, in one sentence (None when
+    none was recorded): whether it was asked for and what the operator threads did."""
+    found = [state for state in states if state]
+    if not found:
+        return None
+    asked = any(state.get("requested") for state in found)
+    ftz = [state["operator_threads"]["ftz"] for state in found if state.get("operator_threads")]
+    daz = [state["operator_threads"]["daz"] for state in found if state.get("operator_threads")]
+    if not ftz:
+        return f"Subnormals: flushing {'asked for' if asked else 'not asked for'}; operator threads not probed."
+    if min(ftz + daz) == 1.0:
+        effect = "flushed to zero in the operator threads (FTZ and DAZ on)"
+    elif max(ftz + daz) == 0.0:
+        effect = "not flushed in the operator threads (FTZ and DAZ off)"
+    else:
+        effect = (f"flushed by some operator threads only (FTZ {min(ftz):.0%}-{max(ftz):.0%}, "
+                  f"DAZ {min(daz):.0%}-{max(daz):.0%} of probe values)")
+    return f"Subnormals: {effect}; --flush-denormal {'given' if asked else 'not given'}."
+
+
+def flush_notable(states: Iterable[Optional[dict]]) -> bool:
+    """Whether flushing was asked for, or is in force in some operator thread anyway: worth a
+    line in a sweep's summary."""
+    return any(state and (state.get("requested") or any((state.get("operator_threads") or {}).values()))
+               for state in states)
+
+
+def add_audit_arguments(parser) -> None:
+    """--no-audit and --flush-denormal, shared by the sweeps' command lines."""
+    group = parser.add_argument_group("numbers")
+    group.add_argument("--no-audit", action="store_true",
+                       help="skip the untimed pass per case that counts NaN, Inf and subnormal values in every "
+                            "input, output and gradient (on by default; recorded)")
+    group.add_argument("--flush-denormal", action="store_true",
+                       help="set FTZ/DAZ (flush subnormals to zero) in the worker before each case; the report "
+                            "records whether the operator threads really flush")

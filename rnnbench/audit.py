@@ -1,0 +1,72 @@
+"""The audit of one runner (benchcore.audit): inputs, outputs, final states, parameter gradients.
+
+`bench` audits each runner once per worker, untimed, after its timed runs; `test` audits the
+runner it checked. A forward result is what a ModelDef returns: an LSTM's (output, (h, c)),
+with output None for the simple variant and a list of sequences for a variable-length batch,
+or a CNN's logits. A list (sequences, variable-length inputs) is counted as one tensor.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Dict, Optional, Sequence
+
+from benchcore import audit
+
+
+def _counts(value: Any) -> dict:
+    if isinstance(value, (list, tuple)):
+        return audit.count_many(t.detach().cpu().numpy() for t in value)
+    return audit.count(value.detach().cpu().numpy())
+
+
+def result_groups(result: Any) -> Dict[str, Dict[str, dict]]:
+    """{"outputs": {...}, "states": {"h", "c"}} counted from a forward result."""
+    if not isinstance(result, (list, tuple)):
+        return {"outputs": {"output": _counts(result)}, "states": {}}
+    output, (h, c) = result
+    outputs = {} if output is None else {"output": _counts(output)}
+    return {"outputs": outputs, "states": {"h": _counts(h), "c": _counts(c)}}
+
+
+def audit_model(inputs: Sequence[Any], result: Any, params: Sequence[Any], names: Sequence[str]) -> dict:
+    """The audit block of one forward result and the parameters' gradients (after a backward)."""
+    input_names = ("x", "hx", "cx") if len(inputs) == 3 else tuple(f"input{i}" for i in range(len(inputs)))
+    groups = {"inputs": {name: _counts(value) for name, value in zip(input_names, inputs)}, **result_groups(result)}
+    groups["gradients"] = {name: _counts(param.grad) for name, param in zip(names, params) if param.grad is not None}
+    return audit.summarize_tensors(groups)
+
+
+def audit_workload(workload, names: Sequence[str]) -> dict:
+    """One more forward and backward of a timed workload (its seeded grad_outputs), audited;
+    the gradients are zeroed afterwards, as after every timed backward."""
+    started = time.perf_counter()
+    result = workload.forward()
+    workload.backward(workload.backward_setup(result))
+    workload.sync()
+    block = audit_model(workload.inputs or [], result, workload.params, names)
+    if workload.zero_grad:
+        workload.zero_grad()
+    block["elapsed_ms"] = (time.perf_counter() - started) * 1e3
+    return block
+
+
+_PROBED: Dict[bool, dict] = {}
+
+
+def denormal_state(flush: bool) -> dict:
+    """Apply --flush-denormal (torch.set_flush_denormal: FTZ and DAZ on the calling thread;
+    torch's intra-op threads inherit it when created afterwards, i.e. at the first parallel
+    region, and keep what they started with), then what is in force: this thread's MXCSR bits
+    and the fraction of values torch's CPU threads flush (probed once per process)."""
+    import torch
+
+    from benchcore.environment import flush_probe, thread_flush_state
+
+    applied: Optional[bool] = torch.set_flush_denormal(True) if flush else None
+    if flush not in _PROBED:
+        _PROBED[flush] = flush_probe(lambda values, factor: (torch.from_numpy(values) * factor).numpy())
+    state = {"requested": flush, "python_thread": thread_flush_state(), "operator_threads": _PROBED[flush]}
+    if flush and not applied:
+        state["reason"] = "torch.set_flush_denormal is not supported on this CPU (it needs SSE3 on x86)"
+    return state

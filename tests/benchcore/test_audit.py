@@ -1,0 +1,160 @@
+"""benchcore.audit: counts of NaN, ±Inf and subnormal values planted in real arrays, per dtype;
+the flag rules, rounds, views; FTZ/DAZ reading and setting (benchcore.environment)."""
+
+import numpy as np
+import pytest
+
+from benchcore import audit, environment
+
+SMALLEST_NORMAL = {"float16": 2.0 ** -14, "float32": 2.0 ** -126, "float64": 2.0 ** -1022}
+
+
+def _subnormals(dtype: str, n: int) -> np.ndarray:
+    """n subnormal values of dtype, built from their bits (float arithmetic could flush them)."""
+    unsigned = {"float16": np.uint16, "float32": np.uint32, "float64": np.uint64}[dtype]
+    bits = np.arange(1, n + 1, dtype=unsigned)
+    bits[::2] |= unsigned(1) << unsigned(np.dtype(dtype).itemsize * 8 - 1)  # every other one negative
+    return bits.view(dtype)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "float32", "float64"])
+def test_planted_values_are_counted_exactly(dtype):
+    tiny = SMALLEST_NORMAL[dtype]
+    values = np.random.default_rng(0).standard_normal(1000).astype(dtype) + np.asarray(3, dtype)  # all normal
+    values[:3] = np.nan
+    values[3:5] = np.inf
+    values[5] = -np.inf
+    values[6:13] = _subnormals(dtype, 7)
+    values[13:16] = 0.0  # zeros are normal
+    values[16] = -0.0
+    values[17] = tiny  # the smallest normal is normal
+    values[18] = -tiny
+    counts = audit.count(values.reshape(10, 100))
+    assert counts == {"dtype": dtype, "values": 1000, "nan": 3, "posinf": 2, "neginf": 1, "subnormal": 7,
+                      "fraction": 13 / 1000, "flagged": True}
+
+
+@pytest.mark.parametrize("dtype", ["float16", "float32", "float64"])
+def test_largest_subnormal_and_smallest_normal_are_told_apart(dtype):
+    finfo = np.finfo(dtype)
+    largest_subnormal = np.nextafter(np.asarray(finfo.tiny, dtype), np.asarray(0, dtype))
+    assert audit.count(np.array([largest_subnormal], dtype))["subnormal"] == 1
+    assert audit.count(np.array([finfo.tiny, finfo.max, -finfo.max, 0.0], dtype))["flagged"] is False
+
+
+def test_normal_data_is_not_flagged_and_a_non_contiguous_view_counts():
+    data = np.random.default_rng(1).standard_normal((64, 64)).astype(np.float32)
+    assert audit.count(data) == {"dtype": "float32", "values": 4096, "nan": 0, "posinf": 0, "neginf": 0,
+                                 "subnormal": 0, "fraction": 0.0, "flagged": False}
+    data[::2, ::3] = np.nan
+    assert audit.count(data[::2, ::3])["nan"] == 32 * 22
+
+
+def test_float16_subnormals_flag_only_above_the_tolerance():
+    values = np.ones(1000, np.float16)
+    values[:10] = _subnormals("float16", 10)  # 1%: what float16 arithmetic makes by itself
+    assert audit.count(values)["subnormal"] == 10 and not audit.count(values)["flagged"]
+    values[10] = _subnormals("float16", 1)[0]
+    assert audit.count(values)["flagged"]
+    one = np.ones(1000, np.float32)
+    one[0] = _subnormals("float32", 1)[0]  # float32 and float64: one is enough
+    assert audit.count(one)["flagged"]
+
+
+def test_integer_and_other_dtypes():
+    assert audit.count(np.arange(10))["flagged"] is False
+    assert audit.count(np.array([True, False]))["values"] == 2
+    weird = audit.count(np.zeros(3, dtype=[("a", np.uint16)]))
+    assert weird["values"] == 3 and "unaudited" in weird and not weird["flagged"]
+
+
+def test_count_many_sums_pieces_as_one_tensor():
+    pieces = [np.ones(4, np.float32), np.array([np.nan, 1.0], np.float32)]
+    assert audit.count_many(pieces) == {**audit.count(np.concatenate(pieces))}
+
+
+def _block(expected=None, subnormal=0, elapsed=1.0):
+    values = np.ones(8, np.float32)
+    values[:subnormal] = _subnormals("float32", subnormal) if subnormal else values[:0]
+    block = audit.audit({"inputs": {"data": np.ones(4, np.float32)}, "outputs": {"0": values}, "gradients": {}},
+                        expected)
+    block["elapsed_ms"] = elapsed
+    return block
+
+
+def test_case_block_flag_expected_and_defect():
+    clean, bad, inherent = _block(), _block(subnormal=2), _block("the operator's nature", subnormal=2)
+    assert (clean["flagged"], clean["defect"]) == (False, False)
+    assert (bad["flagged"], bad["defect"], bad["subnormal"], bad["values"]) == (True, True, 2, 12)
+    assert (inherent["flagged"], inherent["defect"], inherent["expected"]) == (True, False, "the operator's nature")
+    assert audit.flagged_tensors(bad) == [("outputs", "0", bad["outputs"]["0"])]
+    assert audit.findings(bad) == "outputs 0: 2 subnormal of 8 values"
+    assert audit.tally([clean, bad, inherent, None]) == {"audited": 3, "flagged": 2, "expected": 1, "defects": 1,
+                                                        "elapsed_ms": 3.0}
+
+
+def test_rounds_agree_or_keep_the_worst():
+    same = audit.combine([_block(elapsed=1.0), _block(elapsed=2.5), None])
+    assert same == {**_block(), "elapsed_ms": 3.5, "rounds": 2}
+    differ = audit.combine([_block(), _block(subnormal=3)])
+    assert differ["rounds_differ"] and differ["flagged"] and differ["outputs"]["0"]["subnormal"] == 3
+    assert audit.combine([None, None]) is None
+    combined = audit.combine_with_audit([{"a": 1, "audit": _block()}, {"a": 1, "audit": _block(elapsed=4.0)}],
+                                        lambda rest: {"seen": rest})
+    assert combined["seen"] == [{"a": 1}, {"a": 1}] and combined["audit"]["elapsed_ms"] == 5.0
+
+
+def test_summary_lines_and_markdown_name_the_flagged_cases():
+    labelled = [("ok case", _block()), ("bad case", _block(subnormal=1)), ("rrelu", _block("unwritten", 2))]
+    lines = audit.summary_lines(labelled, "opbench")
+    assert lines[0] == ("opbench: audit: 2 of 3 case(s) computed on non-normal values (audit 0.0 s): "
+                        "1 unexplained, 1 expected:")
+    assert lines[1:] == ["  bad case: outputs 0: 1 subnormal of 8 values",
+                         "  rrelu: outputs 0: 2 subnormal of 8 values [expected: unwritten]"]
+    assert audit.summary_lines(labelled[:1], "x") == ["x: audit: all 1 audited case(s) computed on normal numbers "
+                                                      "(audit 0.0 s)"]
+    section = "\n".join(audit.markdown_section([(label, {"audit": block}) for label, block in labelled]))
+    assert "3 case(s) audited, 2 flagged: 1 unexplained, 1 expected" in section
+    assert "| bad case | outputs 0 | 0     | 0      | 0      | 1           | 8        | no" in section
+    assert "Not audited" in "\n".join(audit.markdown_section([], audited=False))
+
+
+def test_flush_text_tells_all_none_and_some_threads():
+    state = lambda ftz, daz, asked=False: {"requested": asked, "operator_threads": {"ftz": ftz, "daz": daz}}  # noqa: E731
+    assert "not flushed" in audit.flush_text([state(0.0, 0.0)]) and not audit.flush_notable([state(0.0, 0.0)])
+    assert "flushed to zero" in audit.flush_text([state(1.0, 1.0, True)])
+    assert "some operator threads" in audit.flush_text([state(0.5, 0.5, True)])
+    assert audit.flush_notable([state(0.5, 0.0)]) and audit.flush_text([None]) is None
+
+
+@pytest.mark.skipif(environment.read_mxcsr() is None, reason="MXCSR is read through glibc on x86-64 Linux only")
+def test_flush_denormal_sets_and_clears_ftz_and_daz_on_this_thread():
+    multiply = lambda values, factor: values * np.float32(factor)  # noqa: E731
+    before = environment.thread_flush_state()
+    try:
+        assert environment.set_flush_denormal(True)
+        state = environment.thread_flush_state()
+        assert state["ftz"] and state["daz"] and int(state["mxcsr"], 16) & 0x8040 == 0x8040
+        assert environment.flush_probe(multiply) == {"ftz": 1.0, "daz": 1.0}
+        counts = audit.count(_subnormals("float32", 5))
+        assert counts["subnormal"] == 5  # the audit reads bits: DAZ does not hide subnormals from it
+    finally:
+        environment.set_flush_denormal(before["ftz"])
+    assert environment.set_flush_denormal(False)
+    assert not environment.thread_flush_state()["ftz"]
+    assert environment.flush_probe(multiply) == {"ftz": 0.0, "daz": 0.0}
+
+
+def test_chunked_counting_matches_one_pass(monkeypatch):
+    values = np.random.default_rng(2).standard_normal(1000).astype(np.float32)
+    values[[0, 6, 7, 13, 999]] = [np.nan, np.inf, -np.inf, np.nan, 0.0]
+    values[[5, 8, 500]] = _subnormals("float32", 3)
+    whole = audit.count(values)
+    monkeypatch.setattr(audit, "CHUNK_VALUES", 7)
+    assert audit.count(values) == whole and (whole["nan"], whole["posinf"], whole["neginf"], whole["subnormal"]) \
+        == (2, 1, 1, 3)
+    assert audit.count_many(values[i:i + 7] for i in range(0, 1000, 7)) == whole
+
+
+def test_flushing_is_a_timing_relevant_setting_for_compare():
+    assert environment.timing_relevant("flush_denormal")

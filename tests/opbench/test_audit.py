@@ -1,0 +1,116 @@
+"""The audit in opbench: what the worker counts, the rules that keep every case on normal
+numbers, the sweep of every category, --no-audit and --flush-denormal (real MXNet, CPU)."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+mx = pytest.importorskip("mxnet")
+np = pytest.importorskip("numpy")
+
+from benchcore import audit  # noqa: E402
+from benchcore.case import CaseSpec  # noqa: E402
+from benchcore.report import Report  # noqa: E402
+from opbench import cases, cli  # noqa: E402
+from opbench.mxnet_backend import execute  # noqa: E402
+from opbench.views import to_markdown  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[2]
+OPTIONS = {"settings": {"warmup": 0, "runs": 1}, "profiler": "python"}
+
+
+def _log_spec(value: float, **params) -> CaseSpec:
+    """log of a constant 4x4 float32 input, backward timed: 1/x is its gradient."""
+    spec = cases.generate_cases(ops=["log"], tiny=True)[0][0]
+    inputs = {"data": {"shape": [4, 4], "init": "fill", "value": value, "dtype": "float32"}}
+    return CaseSpec(spec.suite, spec.name, {**spec.params, "inputs": inputs, **params})
+
+
+def test_worker_counts_inputs_outputs_and_gradients():
+    metrics = execute(_log_spec(1e-39), OPTIONS)  # a float32 subnormal: log is -89.8, 1/x is +Inf
+    block = metrics["audit"]
+    assert block["inputs"]["data"]["subnormal"] == 16
+    assert block["outputs"]["0"]["flagged"] is False
+    assert block["gradients"]["data"]["posinf"] == 16
+    assert (block["flagged"], block["defect"], block["expected"]) == (True, True, None)
+    assert block["elapsed_ms"] > 0 and block["values"] == 48
+    assert metrics["denormals"]["requested"] is False
+    assert set(metrics["denormals"]["operator_threads"]) == {"ftz", "daz"}
+
+
+def test_a_rule_reason_makes_it_expected_and_no_audit_leaves_a_reason():
+    block = execute(_log_spec(-1.0, non_normal_reason="log of a negative number"), OPTIONS)["audit"]
+    assert block["outputs"]["0"]["nan"] == 16
+    assert (block["flagged"], block["defect"], block["expected"]) == (True, False, "log of a negative number")
+    metrics = execute(_log_spec(1.0), {**OPTIONS, "audit": False})
+    assert metrics["audit"] is None and metrics["missing"]["audit"] == "not asked for (--no-audit)"
+
+
+def test_rule_marker_reaches_the_case_for_its_dtype_only(monkeypatch):
+    from opbench import rules
+
+    def marked(p, op):
+        return [(None, {"data": rules.T((4, 4)), rules.NON_NORMAL: {"float16": "float16 only"}})]
+
+    monkeypatch.setitem(rules.RULES, "relu", marked)
+    half = cases.generate_cases(ops=["relu"], dtype="float16")[0][0]
+    single = cases.generate_cases(ops=["relu"], dtype="float32")[0][0]
+    assert half.params["non_normal_reason"] == "float16 only" and "non_normal_reason" not in single.params
+    assert rules.NON_NORMAL not in half.params["inputs"]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16"])
+@pytest.mark.parametrize("op", ["prod", "nanprod"])
+def test_prod_inputs_keep_every_partial_product_normal_at_the_default_shapes(op, dtype):
+    """MXNet multiplies in the input dtype, in order: each partial product must stay normal."""
+    for spec in cases.generate_cases(ops=[op], dtype=dtype)[0]:
+        data = cases.materialize(spec).arrays["data"].asnumpy()
+        axis = spec.params["inputs"]["axis"]
+        lined = data.reshape(-1) if axis is None else np.moveaxis(data, axis, 0)
+        partial = np.cumprod(lined, axis=0, dtype=data.dtype)
+        counts = audit.count(partial)
+        assert counts["subnormal"] == counts["nan"] == counts["posinf"] == 0, (spec.params["variant"], counts)
+        assert np.all(np.abs(partial) > 0.1) and np.all(np.abs(partial) < 10.0)  # near 1, all the way
+
+
+def test_every_category_sweeps_at_tiny_sizes_without_an_unexplained_flag(tmp_path):
+    """The whole tiny sweep through the real CLI (in-process: -w 0 -r 1, one round)."""
+    out = tmp_path / "tiny.json"
+    code = cli.main(["--tiny", "-w", "0", "-r", "1", "--rounds", "1", "-p", "python", "--no-isolation",
+                     "-o", str(out)])
+    assert code == 0
+    report = Report.load(out)
+    blocks = [(f"{r.spec.name} {r.spec.params['variant']}", r.metrics["audit"]) for r in report.results if r.ok]
+    assert len(blocks) == len(report.results) and all(block is not None for _, block in blocks)
+    assert [(label, audit.findings(block)) for label, block in blocks if block["defect"]] == []
+    assert report.settings["audit"] is True and report.settings["flush_denormal"] is False
+    assert "## Non-normal values" in to_markdown(report)
+
+
+def _opbench(*args, cwd):
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.run([sys.executable, "-m", "opbench", *args], cwd=cwd, env=env, capture_output=True,
+                          text=True, timeout=300)
+
+
+def test_flush_denormal_and_no_audit_reach_the_worker_and_the_report(tmp_path):
+    proc = _opbench("--ops", "prod", "--tiny", "-w", "1", "-r", "1", "--rounds", "2", "--flush-denormal",
+                    "--no-audit", "-f", "json,md", "-o", "r.json", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    report = Report.load(tmp_path / "r.json")
+    assert report.settings["flush_denormal"] is True and report.environment["flush_denormal"] is True
+    assert report.settings["audit"] is False
+    for result in report.results:
+        assert result.metrics["audit"] is None and "round_values" not in result.metrics
+        state = result.metrics["denormals"]
+        assert state["requested"] is True
+        if state["python_thread"]["method"] == "mxcsr":  # x86-64 Linux: set through glibc's fenv
+            assert state["python_thread"]["ftz"] and state["python_thread"]["daz"]
+            assert state["operator_threads"] == {"ftz": 1.0, "daz": 1.0}  # MXNet's engine threads too
+    assert "opbench: Subnormals: flushed to zero in the operator threads" in proc.stderr
+    assert "audit:" not in proc.stderr
+    markdown = (tmp_path / "r.md").read_text()
+    assert "Not audited (`--no-audit`)." in markdown and "--flush-denormal given" in markdown
