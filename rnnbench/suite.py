@@ -12,15 +12,8 @@ from benchcore.suite import Suite
 SUITE_NAME = "rnnbench"
 EXECUTOR = "rnnbench.bench:execute"
 
-def _typical(values: list):
-    """The median round's cost; the rules match leaf names, so they also meet `missing`'s
-    reasons under the same keys (a runner that does not compile), which the rounds share."""
-    return median(values) if all(isinstance(v, (int, float)) for v in values) else values[0]
-
-
 #: A runner's one-off costs are paid again by every round's fresh process: report the typical one.
-ROUND_RULES = {"build_ms": _typical, "compile_ms": _typical, "compile_forward_ms": _typical,
-               "compile_backward_ms": _typical}
+ROUND_RULES = {"build_ms": median, "compile_ms": median, "compile_forward_ms": median, "compile_backward_ms": median}
 
 
 def category(result: CaseResult) -> str:
