@@ -31,6 +31,7 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Dict, List, Optional, Sequence
 
+from .cluster import case_environment, environment_label, mixed_environments
 from .environment import environment_differences
 from .errors import UsageError
 from .labels import case_labels
@@ -215,7 +216,8 @@ def compare(base: Report, new: Report, suite: Optional[Suite] = None, threshold:
         raise UsageError(f"threshold is a fraction between 0 and 1 (e.g. 0.05 for 5%), got {threshold}")
     if not 0 < alpha < 1:
         raise UsageError(f"alpha must be between 0 and 1 (e.g. 0.05), got {alpha}")
-    differences = environment_differences(base, new)
+    per_case = mixed_environments(base) or mixed_environments(new)
+    differences = [] if per_case else environment_differences(base, new)
     if differences and not allow_env_mismatch:
         keys = ", ".join(d["key"] for d in differences)
         raise UsageError(f"reports come from different environments ({keys} differ); pass --allow-env-mismatch to compare anyway")
@@ -228,13 +230,41 @@ def compare(base: Report, new: Report, suite: Optional[Suite] = None, threshold:
         if n is None:
             result.only_in_base.append(_brief(b, labels[key]))
             continue
+        if per_case and not _same_environment(result, base, b, new, n, labels[key]):
+            continue
         case, missing = _compare_case(b, n, suite, threshold, alpha, labels[key])
+        if case is not None and per_case:
+            case.category = f"{case.category} @ {environment_label(base, b) or environment_label(new, n)}"
         if case is not None:
             result.cases.append(case)
         else:
             result.unmeasured.append(missing)
     result.only_in_new = [_brief(n, labels[k]) for k, n in new_cases.items() if k not in base_cases]
     return result
+
+
+def _same_environment(result: Comparison, base: Report, b: CaseResult, new: Report, n: CaseResult, label: str) -> bool:
+    """For reports whose cases ran in several environments (a --ray sweep with
+    --allow-env-mismatch): whether this case may be judged, each side in the environment of the
+    node it ran on. A case measured in two different environments is not, unless allowed; its
+    differences join `env_differences` either way."""
+    base_env, new_env = case_environment(base, b), case_environment(new, n)
+    if base_env is None or new_env is None:
+        why = "its rounds ran in different environments"
+    else:
+        differences = environment_differences(Report(base.suite, base_env, base.settings),
+                                              Report(new.suite, new_env, new.settings))
+        known = {d["key"] for d in result.env_differences}
+        result.env_differences += [d for d in differences if d["key"] not in known]
+        if not differences:
+            return True
+        why = f"measured in different environments ({', '.join(d['key'] for d in differences)} differ)"
+    if result.env_mismatch_allowed:
+        return True
+    result.unmeasured.append({"key": b.spec.key, "name": b.spec.name, "label": label, "base_status": b.status,
+                              "new_status": n.status, "reason": f"{why}: judged only within one environment "
+                                                                "(--allow-env-mismatch compares anyway)"})
+    return False
 
 
 def _by_key(report: Report, which: str) -> Dict[str, CaseResult]:

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Callable, Dict, List, Optional, Sequence, Tupl
 from .timing import METRICS, Timing, from_measurement
 
 if TYPE_CHECKING:
+    from .case import CaseSpec
     from .report import CaseResult, Report
 
 
@@ -26,6 +27,10 @@ def measurement_timings(result: "CaseResult") -> Dict[str, Timing]:
 
 def no_category(result: "CaseResult") -> str:
     return "all"
+
+
+def on_cpu(spec: "CaseSpec") -> bool:
+    return False
 
 
 def _combine_default(per_round: List[dict]) -> dict:
@@ -55,3 +60,6 @@ class Suite:
     chart_style: str = "cases"
     #: the report's environment keys that are settings of the run, compared like the environment
     env_settings: Sequence[str] = field(default_factory=tuple)
+    #: spec → whether it runs on a GPU: a cluster sweep then claims one GPU per shard
+    #: (benchcore.cluster) instead of a node's CPUs
+    uses_gpu: Callable[["CaseSpec"], bool] = on_cpu

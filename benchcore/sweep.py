@@ -68,16 +68,21 @@ def measure(job: SweepJob, args, prog: str, argv: Sequence[str], extra: dict,
             collect_local: Optional[Callable[[], dict]] = None) -> Dict[str, Tuple[dict, List[CaseResult]]]:
     """The steps every sweep takes, `ab` or not: side → (environment, results in the specs' order).
 
-    Refuse a checkpoint that cannot be resumed (before anything is printed); read the machine's
+    Refuse cluster flags that do not go together and a checkpoint that cannot be resumed (before
+    anything is printed); with --ray, hand the sweep to benchcore.cluster. Else read the machine's
     noise state and warn; collect each side's environment (this interpreter's through
     `collect_local`, or an A/B side's in its own interpreter); run every slot; read the machine
     again, recorded in each environment's `system` block.
     """
+    from .cluster import check_flags
     from .isolation import check_checkpoint
     from .system import read_system
 
+    check_flags(args, job)
     if job.checkpoint is not None:
         check_checkpoint(job.checkpoint, job.options(), args.resume)
+    if getattr(args, "ray", None):
+        return on_cluster(job, args, prog, argv, extra)
     if job.pythons and job.env is None:
         job.env = side_env(os.environ)
     start = read_system_warned(prog)
@@ -88,6 +93,20 @@ def measure(job: SweepJob, args, prog: str, argv: Sequence[str], extra: dict,
     by_side = run(job, args)
     system = {"start": start.to_dict(), "end": read_system().to_dict()}
     return {side: (dict(environments[side], system=system), by_side[side]) for side in job.sides}
+
+
+def on_cluster(job: SweepJob, args, prog: str, argv: Sequence[str], extra: dict):
+    """The sweep as shards on a Ray cluster (benchcore.cluster), its progress on stderr: a line per
+    shard started, finished or lost, with every node's running/finished count."""
+    from . import cluster
+
+    bar = _progress(len(job.rounds.slots(job.specs, job.sides)))
+    try:
+        return cluster.measure(job, args, prog, argv, extra,
+                               on_event=lambda line: bar.write(f"{prog}: ray: {line}", file=sys.stderr),
+                               on_result=lambda result: bar.update(1))
+    finally:
+        bar.close()
 
 
 def collect(prog: str, argv: Sequence[str], frameworks: Sequence[str], extra: dict) -> dict:
