@@ -392,13 +392,15 @@ class Dispatch:
             self._event(f"shard {shard.label} ({len(shard.slots)} slots{again}) started on {node.label}")
 
     def _node_for(self, shard: Shard) -> Optional[Node]:
-        """A node with a free slot: another node than the ones that lost the shard, in the
-        shard's environment group, the least busy, in that order of preference."""
-        free = [n for n in self.nodes if n.alive and n.running < n.capacity]
+        """A node with a free slot for the shard: never one that lost it while another alive node
+        could take it (it waits for that one instead); in the shard's environment group where it
+        can; the least busy."""
+        alive = [n for n in self.nodes if n.alive]
+        fresh = [n for n in alive if n.label not in shard.lost_on] or alive
+        free = [n for n in fresh if n.running < n.capacity]
         if not free:
             return None
-        return min(free, key=lambda n: (n.label in shard.lost_on, shard.group is not None and n.group != shard.group,
-                                        n.running))
+        return min(free, key=lambda n: (shard.group is not None and n.group != shard.group, n.running))
 
     def _wait(self) -> None:
         for attempt in self.running:
@@ -503,7 +505,6 @@ def measure(job, args, prog: str, argv: Sequence[str], extra: dict, on_event: Ev
         nodes, claim = eligible_nodes(ray.nodes(), any(job.suite.uses_gpu(spec) for spec in job.specs))
         if not nodes:
             raise UsageError(_no_node_message(claim))
-        on_event(f"connected to {address.text}; probing {len(nodes)} eligible node(s)")
         # the nodes run the driver's code (shipped above): its commit, not the node's copy's
         request = ProbeRequest(job.suite.name, job.suite.executor, tuple(job.suite.frameworks), [prog, *argv],
                                {**extra, "git_commit": git_commit()}, setup)
@@ -517,8 +518,9 @@ def measure(job, args, prog: str, argv: Sequence[str], extra: dict, on_event: Ev
         store, done = _open_checkpoint(job, args)
         missing = [slot for slot in plan if slot.key not in done]
         shards = cut_shards(missing, args.shards or sum(node.capacity for node in nodes))
-        on_event(f"{len(missing)} of {len(plan)} slots to run in {len(shards)} shard(s), each claiming "
-                 f"{_CLAIMS[claim]}" + (f"; {len(plan) - len(missing)} taken from the checkpoint" if done else ""))
+        on_event(f"{address.text}: {len(nodes)} eligible node(s) probed; {len(missing)} of {len(plan)} slots to run "
+                 f"in {len(shards)} shard(s), each claiming {_CLAIMS[claim]}"
+                 + (f"; {len(plan) - len(missing)} taken from the checkpoint" if done else ""))
         template = ShardTask("", job.suite.executor, job.options(), [], args.timeout, _memory_limit(args), setup)
         dispatch = Dispatch(ray, nodes, shards, template, store, _max_retries(args), on_event, on_result)
         results = {**done, **dispatch.run()}
