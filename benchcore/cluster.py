@@ -26,6 +26,7 @@ The library never prints: progress goes to the `on_event` callback the sweep pas
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import socket
@@ -140,7 +141,9 @@ def connected(ray, address: Address, packages: Sequence[str]) -> Iterator[None]:
     target = resolved(address)
     if target.kind in ("gcs", "client"):
         check_reachable(target)
-    runtime_env = {"py_modules": [_package_folder(name) for name in packages], "excludes": ["__pycache__", "*.pyc"]}
+    # only py_modules: a job's own runtime_env (`ray job submit --runtime-env-json`) is merged with
+    # this one, and Ray refuses the merge when both name a field
+    runtime_env = {"py_modules": [_package_folder(name) for name in packages]}
     options = dict(runtime_env=runtime_env, logging_level=logging.ERROR, log_to_driver=False)
     if target.kind == "local":
         options.update(address="local", include_dashboard=False)
@@ -242,19 +245,24 @@ def probe_nodes(ray, nodes: List[Node], request: ProbeRequest) -> Dict[str, dict
 
     remote = ray.remote(probe)
     refs = {node.label: remote.options(**node.claim(), max_retries=0).remote(request.to_dict()) for node in nodes}
-    try:
-        answers = dict(zip(refs, ray.get(list(refs.values()), timeout=PROBE_TIMEOUT_S)))
-    except ray.exceptions.GetTimeoutError:
-        raise UsageError(f"--ray: the nodes did not answer the probe within {PROBE_TIMEOUT_S:g} s (their CPUs or GPUs "
-                         "are held by other work?); free them and rerun") from None
-    except ray.exceptions.RayError as exc:
-        raise UsageError(f"--ray: a node failed its probe ({_first_line(exc)}); rerun, or check the node") from None
-    for label, answer in answers.items():
+    _, late = ray.wait(list(refs.values()), num_returns=len(refs), timeout=PROBE_TIMEOUT_S)
+    if late:
+        silent = ", ".join(label for label, ref in refs.items() if ref in late)
+        raise UsageError(f"--ray: node(s) {silent} did not answer the probe within {PROBE_TIMEOUT_S:g} s (their "
+                         "CPUs or GPUs held by other work?); free them, or leave them out of the cluster")
+    environments = {}
+    for label, ref in refs.items():
+        try:
+            answer = ray.get(ref)
+        except ray.exceptions.RayError as exc:
+            raise UsageError(f"--ray: node {label} failed its probe ({_first_line(exc)}); rerun, or check the "
+                             "node") from None
         if "missing" in answer:
             raise UsageError(f"--ray: node {label} cannot run {request.suite}: {answer['missing']} is missing; install "
                              f"{', '.join(request.frameworks) or 'the dependencies'} there (or ship it with a "
                              "runtime_env, see the README)")
-    return {label: answer["environment"] for label, answer in answers.items()}
+        environments[label] = answer["environment"]
+    return environments
 
 
 @dataclass
@@ -367,7 +375,7 @@ class Dispatch:
                 self._start_pending()
                 self._wait()
         except BaseException:  # Ctrl-C or an error: stop every shard now (their subprocesses die with them)
-            for attempt in self.running:
+            for attempt in list(self.running):
                 self._kill(attempt)
             raise
         return self.results
@@ -381,8 +389,7 @@ class Dispatch:
                     self._give_up(shard, "no eligible node is left")
                 continue
             self.pending.remove(shard)
-            task = ShardTask(shard.label, self.template.executor, self.template.options, shard.slots,
-                             self.template.timeout_s, self.template.memory_limit_bytes, self.template.setup)
+            task = dataclasses.replace(self.template, label=shard.label, slots=shard.slots)
             actor = self.runner.options(**node.claim(), max_restarts=0).remote(task.to_dict())
             shard.attempts += 1
             shard.group = node.group if shard.group is None else shard.group
@@ -496,24 +503,17 @@ def measure(job, args, prog: str, argv: Sequence[str], extra: dict, on_event: Ev
     from .cli import THREAD_ENV
     from .environment import git_commit
     from .rounds import combine_results
+    from .sweep import memory_limit_bytes
 
     ray = import_ray()
     address = parse_address(args.ray)
     packages = shipped_packages(job.suite.executor)
     setup = NodeSetup({name: os.environ.get(name) for name in THREAD_ENV}, packages)
     with connected(ray, address, packages):
-        nodes, claim = eligible_nodes(ray.nodes(), any(job.suite.uses_gpu(spec) for spec in job.specs))
-        if not nodes:
-            raise UsageError(_no_node_message(claim))
-        # the nodes run the driver's code (shipped above): its commit, not the node's copy's
+        # the nodes run the driver's code (shipped): its commit, not that of the node's copy
         request = ProbeRequest(job.suite.name, job.suite.executor, tuple(job.suite.frameworks), [prog, *argv],
                                {**extra, "git_commit": git_commit()}, setup)
-        groups = environment_groups(job.suite.name, probe_nodes(ray, nodes, request))
-        if len(groups) > 1 and not args.allow_env_mismatch:
-            raise UsageError(mismatch_message(groups))
-        for group in groups:
-            for node in nodes:
-                node.group = group.number if node.label in group.nodes else node.group
+        nodes, claim, groups = _probed_nodes(ray, job, args, request)
         plan = job.rounds.slots(job.specs, job.sides)
         store, done = _open_checkpoint(job, args)
         missing = [slot for slot in plan if slot.key not in done]
@@ -521,12 +521,27 @@ def measure(job, args, prog: str, argv: Sequence[str], extra: dict, on_event: Ev
         on_event(f"{address.text}: {len(nodes)} eligible node(s) probed; {len(missing)} of {len(plan)} slots to run "
                  f"in {len(shards)} shard(s), each claiming {_CLAIMS[claim]}"
                  + (f"; {len(plan) - len(missing)} taken from the checkpoint" if done else ""))
-        template = ShardTask("", job.suite.executor, job.options(), [], args.timeout, _memory_limit(args), setup)
+        template = ShardTask("", job.suite.executor, job.options(), [], args.timeout, memory_limit_bytes(args), setup)
         dispatch = Dispatch(ray, nodes, shards, template, store, _max_retries(args), on_event, on_result)
         results = {**done, **dispatch.run()}
-    environment = dict(groups[0].environment, cluster=_record(args, claim, nodes, groups, shards, dispatch, done))
+    record = _record(args, claim, nodes, groups, len(shards), dispatch, results, len(done))
     combined = combine_results([(slot, results[slot.key]) for slot in plan], job.specs, job.suite.combine_rounds)
-    return {"": (environment, combined)}
+    return {"": (dict(groups[0].environment, cluster=record), combined)}
+
+
+def _probed_nodes(ray, job, args, request: ProbeRequest) -> Tuple[List[Node], str, List[EnvironmentGroup]]:
+    """The eligible nodes (each with its environment group), the claim, and the groups; one line
+    and nothing run when there is no node, a node lacks something, or environments differ."""
+    nodes, claim = eligible_nodes(ray.nodes(), any(job.suite.uses_gpu(spec) for spec in job.specs))
+    if not nodes:
+        raise UsageError(_no_node_message(claim))
+    groups = environment_groups(job.suite.name, probe_nodes(ray, nodes, request))
+    if len(groups) > 1 and not args.allow_env_mismatch:
+        raise UsageError(mismatch_message(groups))
+    for group in groups:
+        for node in nodes:
+            node.group = group.number if node.label in group.nodes else node.group
+    return nodes, claim, groups
 
 
 _CLAIMS = {"gpu": "one GPU", SLOT_RESOURCE: f"one {SLOT_RESOURCE}", "cpu": "all of a node's CPUs"}
@@ -547,31 +562,27 @@ def _max_retries(args) -> int:
     return DEFAULT_MAX_RETRIES if args.max_retries is None else args.max_retries
 
 
-def _memory_limit(args) -> Optional[int]:
-    return int(args.memory_limit_gb * 2**30) if args.memory_limit_gb else None
-
-
 def _no_node_message(claim: str) -> str:
     if claim == "gpu":
         return "--ray: no node of the cluster has a GPU, and these cases run on one; add GPU nodes, or run on cpu"
     return "--ray: no node of the cluster offers CPUs to run on; add worker nodes (ray start --address …)"
 
 
-def _record(args, claim: str, nodes: List[Node], groups: List[EnvironmentGroup], shards: List[Shard],
-            dispatch: Dispatch, done: dict) -> dict:
+def _record(args, claim: str, nodes: List[Node], groups: List[EnvironmentGroup], shards: int, dispatch: Dispatch,
+            results: Dict[tuple, CaseResult], resumed: int) -> dict:
     """environment.cluster: where the sweep ran (docs/REPORT_FORMAT.md)."""
     environments = {label: group.environment for group in groups for label in group.nodes}
     counts: Dict[str, int] = {}
-    for result in dispatch.results.values():
+    for result in results.values():
         if result.node:
             counts[result.node] = counts.get(result.node, 0) + 1
     return {
         "address": args.ray,
         "claim": claim,
-        "shards": len(shards),
+        "shards": shards,
         "max_retries": _max_retries(args),
         "env_mismatch_allowed": bool(args.allow_env_mismatch),
-        "resumed_slots": len(done),
+        "resumed_slots": resumed,
         "environment_groups": [group.to_dict() for group in groups],
         "nodes": [{"node": node.label, "node_id": node.node_id, "group": node.group, "slots": counts.get(node.label, 0),
                    "shards_finished": node.finished, "environment": environments[node.label]} for node in nodes],
@@ -598,8 +609,7 @@ def case_environment(report: Report, result: CaseResult) -> Optional[dict]:
     if not isinstance(cluster, dict) or not cluster.get("nodes"):
         return report.environment
     nodes = {n.get("node"): n for n in cluster["nodes"]}
-    ran_on = {result.node} if result.node else {r["node"] for r in result.rounds or () if r.get("node")}
-    found = [nodes[label] for label in ran_on if label in nodes]
+    found = [nodes[label] for label in _ran_on(result) if label in nodes]
     if not found:
         return report.environment
     return found[0].get("environment") if len({n.get("group") for n in found}) == 1 else None
@@ -610,8 +620,13 @@ def environment_label(report: Report, result: CaseResult) -> Optional[str]:
     in which the environments differ (`torch.gpu.name=…`); None in a one-environment report."""
     if not mixed_environments(report):
         return None
-    ran_on = {result.node} if result.node else {r["node"] for r in result.rounds or () if r.get("node")}
     for group in _groups(report):
-        if ran_on & set(group.get("nodes", ())):
-            return ", ".join(f"{key}={value}" for key, value in group.get("differs", {}).items()) or f"env {group['group']}"
+        if _ran_on(result) & set(group.get("nodes", ())):
+            differs = group.get("differs", {})
+            return ", ".join(f"{key}={value}" for key, value in differs.items()) or f"env {group['group']}"
     return None
+
+
+def _ran_on(result: CaseResult) -> set:
+    """The nodes a result's rounds ran on."""
+    return {result.node} if result.node else {r["node"] for r in result.rounds or () if r.get("node")}

@@ -148,11 +148,16 @@ def run(job: SweepJob, args) -> Dict[str, List[CaseResult]]:
         done = run_slots(
             slots, job.suite.executor, job.options(),
             isolate=not args.no_isolation, timeout_s=args.timeout, checkpoint=job.checkpoint, resume=args.resume,
-            memory_limit_bytes=int(args.memory_limit_gb * 2**30) if args.memory_limit_gb else None,
+            memory_limit_bytes=memory_limit_bytes(args),
             env=job.env, pythons=job.pythons or None, on_start=started, on_result=lambda result: bar.update(1))
     finally:
         bar.close()
     return {side: combine_results(done, job.specs, job.suite.combine_rounds, side) for side in job.sides}
+
+
+def memory_limit_bytes(args) -> Optional[int]:
+    """--memory-limit-gb in bytes (the workers' restart ceiling); None without one."""
+    return int(args.memory_limit_gb * 2**30) if args.memory_limit_gb else None
 
 
 def _progress(total: int):

@@ -42,9 +42,9 @@ from benchcore.sweep import SweepJob
 ROOT = Path(__file__).resolve().parents[2]
 RAY_ENV = {"RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0"}
 OPBENCH = ["--tiny", "-w", "1", "-r", "2", "--rounds", "1"]
-RNNBENCH = ["bench", "--seqLength", "3", "--numLayers", "1", "--inputSize", "4", "--hiddenSize", "4", "--miniBatch", "2",
-            "--group", "rnns", "--rnns", "cudnn", "jit", "py", "--nloops", "3", "--warmup", "1", "--rounds", "1",
-            "--device", "cpu"]
+RNNBENCH = ["bench", "--seqLength", "3", "--numLayers", "1", "--inputSize", "4", "--hiddenSize", "4",
+            "--miniBatch", "2", "--group", "rnns", "--rnns", "cudnn", "jit", "py", "--nloops", "3", "--warmup", "1",
+            "--rounds", "1", "--device", "cpu"]
 START_TIMEOUT_S = 180
 
 
@@ -98,6 +98,25 @@ def test_an_address_that_does_not_answer_is_one_line(address, tmp_path, capsys):
     assert not (tmp_path / "r.json").exists()
 
 
+def test_the_slurm_script_runs_each_array_task_as_a_shard_and_merges_them(tmp_path):
+    """scripts/slurm_sweep.sh under the variables Slurm sets for an array task."""
+    script = str(ROOT / "scripts" / "slurm_sweep.sh")
+    env = _env(SLURM_SUBMIT_DIR=str(ROOT), SLURM_ARRAY_TASK_COUNT="2", SWEEP_DIR=str(tmp_path),
+               VENV=str(Path(sys.executable).parent.parent))
+    for task in ("1", "2"):
+        done = subprocess.run(["bash", script, "opbench", "--ops", "round,floor", *OPBENCH, "--no-isolation"],
+                              env={**env, "SLURM_ARRAY_TASK_ID": task}, capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr
+    done = subprocess.run(["bash", script, "merge", "opbench", "2"], env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr
+    shards = [Report.load(tmp_path / f"opbench-{k}-of-2.json") for k in (1, 2)]
+    assert [s.settings["shard"] for s in shards] == ["1/2", "2/2"]
+    merged = Report.load(tmp_path / "opbench.json")
+    assert sorted(_keys(merged)) == sorted(key for s in shards for key in _keys(s)) and len(merged.results) == 6
+    assert merged.extra["merge"]["missing_shards"] == []
+
+
 # --------------------------------------------------------------------------- claims, shards, environments
 
 
@@ -110,7 +129,8 @@ def test_gpu_cases_claim_one_gpu_each_and_cpu_cases_a_whole_node_or_a_bench_slot
     gpu, claim = eligible_nodes(nodes, gpu=True)
     assert claim == "gpu" and [(n.label, n.capacity, n.num_gpus, n.num_cpus) for n in gpu] == [("10.0.0.1", 2, 1, 8)]
     cpu, claim = eligible_nodes(nodes, gpu=False)
-    assert claim == "cpu" and [(n.label, n.capacity, n.num_cpus) for n in cpu] == [("10.0.0.1", 1, 16), ("10.0.0.2", 1, 8)]
+    assert claim == "cpu"
+    assert [(n.label, n.capacity, n.num_cpus) for n in cpu] == [("10.0.0.1", 1, 16), ("10.0.0.2", 1, 8)]
     slotted = nodes + [_node("dd", "10.0.0.4", CPU=32, **{SLOT_RESOURCE: 4})]
     slots, claim = eligible_nodes(slotted, gpu=False)
     assert claim == SLOT_RESOURCE
@@ -282,7 +302,8 @@ def rnnbench_unsharded(tmp_path_factory):
 def test_rnnbench_in_two_shards_gives_the_cases_of_the_unsharded_run(cluster, rnnbench_unsharded, tmp_path, capsys):
     from rnnbench.cli import main
 
-    assert main([*RNNBENCH, "--ray", cluster.address, "--shards", "2", "--output-file", str(tmp_path / "ray.json")]) == 0
+    out = str(tmp_path / "ray.json")
+    assert main([*RNNBENCH, "--ray", cluster.address, "--shards", "2", "--output-file", out]) == 0
     ray = Report.load(tmp_path / "ray.json")
     assert _keys(ray) == _keys(rnnbench_unsharded)
     _two_nodes_ran(ray)
