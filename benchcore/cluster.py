@@ -106,15 +106,38 @@ def import_ray():
     return ray
 
 
+#: HTTP/2's client preface and an empty SETTINGS frame: a gRPC server (Ray's GCS, the Ray client
+#: server) answers with its own SETTINGS frame
+HTTP2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes([0, 0, 0, 4, 0, 0, 0, 0, 0])
+HTTP2_SETTINGS = 4
+
+
 def check_reachable(address: Address, timeout_s: float = CONNECT_TIMEOUT_S) -> None:
-    """A TCP connection to the address within timeout_s, else one line: ray.init itself waits
-    minutes (or for ever) on an address where nothing answers."""
+    """Something that speaks gRPC at the address within timeout_s, else one line: ray.init
+    itself waits for ever on an address where nothing answers, or where another server does
+    (the dashboard's port 8265 is an easy mistake)."""
     try:
-        socket.create_connection((address.host, address.port), timeout=timeout_s).close()
+        with socket.create_connection((address.host, address.port), timeout=timeout_s) as connection:
+            connection.settimeout(timeout_s)
+            connection.sendall(HTTP2_PREFACE)
+            head = _read(connection, 9)
     except OSError as exc:
         why = "no answer" if isinstance(exc, socket.timeout) else (exc.strerror or str(exc))
         raise UsageError(f"--ray {address.text}: no Ray cluster answers there within {timeout_s:g} s ({why}); "
                          "check the address, or start one (ray start --head)") from None
+    if len(head) < 4 or head[3] != HTTP2_SETTINGS:
+        raise UsageError(f"--ray {address.text}: something answers there, but not Ray (no gRPC); pass the head's "
+                         "GCS port (HOST:6379) or its Ray client port (ray://HOST:10001), not e.g. the dashboard's")
+
+
+def _read(connection: socket.socket, size: int) -> bytes:
+    data = b""
+    while len(data) < size:
+        chunk = connection.recv(size - len(data))
+        if not chunk:
+            break
+        data += chunk
+    return data
 
 
 def resolved(address: Address) -> Address:

@@ -246,20 +246,20 @@ def compare(base: Report, new: Report, suite: Optional[Suite] = None, threshold:
 def _same_environment(result: Comparison, base: Report, b: CaseResult, new: Report, n: CaseResult, label: str) -> bool:
     """For reports whose cases ran in several environments (a --ray sweep with
     --allow-env-mismatch): whether this case may be judged, each side in the environment of the
-    node it ran on. A case measured in two different environments is not, unless allowed; its
-    differences join `env_differences` either way."""
+    node it ran on. A case measured in two different environments is not (it is listed as not
+    measured, with the keys); unless allowed, then its differences join `env_differences`."""
     base_env, new_env = case_environment(base, b), case_environment(new, n)
     if base_env is None or new_env is None:
-        why = "its rounds ran in different environments"
+        differences, why = [], "its rounds ran in different environments"
     else:
         differences = environment_differences(Report(base.suite, base_env, base.settings),
                                               Report(new.suite, new_env, new.settings))
-        known = {d["key"] for d in result.env_differences}
-        result.env_differences += [d for d in differences if d["key"] not in known]
         if not differences:
             return True
         why = f"measured in different environments ({', '.join(d['key'] for d in differences)} differ)"
     if result.env_mismatch_allowed:
+        known = {d["key"] for d in result.env_differences}
+        result.env_differences += [d for d in differences if d["key"] not in known]
         return True
     result.unmeasured.append({"key": b.spec.key, "name": b.spec.name, "label": label, "base_status": b.status,
                               "new_status": n.status, "reason": f"{why}: judged only within one environment "

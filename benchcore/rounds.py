@@ -157,7 +157,7 @@ def combine_metrics(per_round: List[dict], rules: Optional[Rules] = None,
       samples keeping their round boundaries;
     - a list under a key in `sample_lists` (e.g. a profiler's `per_call_ms`) is concatenated,
       with a sibling `round_sizes`;
-    - a leaf whose key has a rule (COMMON_RULES plus `rules`) gets the rule's value;
+    - a numeric leaf whose key has a rule (COMMON_RULES plus `rules`) gets the rule's value;
     - any other leaf keeps its value when the rounds agree; when they differ, the first round's
       value stays and all of them are listed under `round_values` by their dotted path, so
       nothing a round measured is dropped.
@@ -195,7 +195,7 @@ def _combine_dict(dicts: List[dict], rules: Rules, sample_lists, path: str, diff
         if key in sample_lists and all(isinstance(v, list) for v in values):
             out[key] = [x for v in values for x in v]
             out["round_sizes"] = [len(v) for v in values]
-        elif key in rules and all(v is not None for v in values):
+        elif key in rules and all(isinstance(v, (int, float)) for v in values):  # not a reason under `missing`
             out[key] = rules[key](values)
         else:
             out[key] = _combine(values, rules, sample_lists, where, differing)

@@ -117,6 +117,29 @@ def test_the_slurm_script_runs_each_array_task_as_a_shard_and_merges_them(tmp_pa
     assert merged.extra["merge"]["missing_shards"] == []
 
 
+@pytest.mark.ray
+def test_an_address_where_another_server_answers_is_one_line(tmp_path, capsys):
+    """Not Ray (an HTTP server, as the dashboard's port would be): ray.init would wait for ever."""
+    from http.server import HTTPServer, SimpleHTTPRequestHandler
+    from threading import Thread
+
+    from rnnbench.cli import main
+
+    class Quiet(SimpleHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+    server = HTTPServer(("127.0.0.1", 0), Quiet)
+    Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        address = f"127.0.0.1:{server.server_address[1]}"
+        assert main([*RNNBENCH, "--output-file", str(tmp_path / "r.json"), "--ray", address]) == 2
+    finally:
+        server.shutdown()
+        server.server_close()
+    _one_line_error(capsys.readouterr().err, "rnnbench", f"--ray {address}: something answers there, but not Ray")
+
+
 # --------------------------------------------------------------------------- claims, shards, environments
 
 
@@ -174,6 +197,17 @@ def test_nodes_are_grouped_by_environment_and_a_mismatch_names_what_differs():
     assert "torch.version: '2.13.0' on a, '2.12.0' on c" in message and "--allow-env-mismatch" in message
 
 
+def test_a_case_names_its_node_or_each_round_names_its_own():
+    from benchcore.rounds import combine_case
+
+    spec = CaseSpec("t", "x")
+    ran = lambda *nodes: [(Slot(spec, k + 1), CaseResult(spec, "ok", {"v": 1}, node=n), 0)  # noqa: E731
+                          for k, n in enumerate(nodes)]
+    same, moved = combine_case(spec, ran("a", "a"), lambda ms: ms[0]), combine_case(spec, ran("a", "b"), lambda ms: ms[0])
+    assert same.node == "a" and moved.node is None and [r["node"] for r in moved.rounds] == ["a", "b"]
+    assert CaseResult.from_dict(same.to_dict()).node == "a" and "node" not in CaseResult(spec, "ok").to_dict()
+
+
 def _mixed_report(nodes_env: dict, results: List[CaseResult]) -> Report:
     groups = environment_groups("t", nodes_env)
     cluster = {"environment_groups": [g.to_dict() for g in groups],
@@ -196,9 +230,10 @@ def test_compare_judges_each_case_in_the_environment_its_node_had():
     assert [(c.name, c.category) for c in result.cases] == [("x", "all @ torch.gpu.name=A100")]
     assert [u["name"] for u in result.unmeasured] == ["y"]
     assert "different environments (torch.gpu.name differ)" in result.unmeasured[0]["reason"]
-    assert [d["key"] for d in result.env_differences] == ["torch.gpu.name"]
+    assert result.env_differences == []  # every case compared ran in like environments
     anyway = compare(base, new, allow_env_mismatch=True)
     assert sorted(c.name for c in anyway.cases) == ["x", "y"]
+    assert [d["key"] for d in anyway.env_differences] == ["torch.gpu.name"]
 
 
 # --------------------------------------------------------------------------- a real local cluster
