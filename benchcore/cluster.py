@@ -29,6 +29,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
+import signal
 import socket
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -172,15 +173,27 @@ def connected(ray, address: Address, packages: Sequence[str]) -> Iterator[None]:
         options.update(address="local", include_dashboard=False)
     else:
         options.update(address=target.text if target.kind == "client" else f"{target.host}:{target.port}")
+    handlers = {number: signal.getsignal(number) for number in (signal.SIGINT, signal.SIGTERM)}
     try:
         ray.init(**options)
     except Exception as exc:  # ConnectionError, RuntimeError, an auth error: each says why in its message
         raise UsageError(f"--ray {address.text}: could not connect ({_first_line(exc)}); check the address and "
                          "that this machine runs the cluster's Ray and Python versions") from None
+    _restore(handlers)
     try:
         yield
     finally:
         ray.shutdown()
+
+
+def _restore(handlers: dict) -> None:
+    """Put back the signal handlers ray.init replaced with its own, which exits on SIGTERM: the
+    command line turns SIGTERM into an interrupt that stops the shards and keeps the checkpoint."""
+    for number, handler in handlers.items():
+        try:
+            signal.signal(number, handler)
+        except (ValueError, TypeError):  # not the main thread, or a handler Python did not install
+            pass
 
 
 def _package_folder(name: str) -> str:
