@@ -233,8 +233,9 @@ def compare(base: Report, new: Report, suite: Optional[Suite] = None, threshold:
         if per_case and not _same_environment(result, base, b, new, n, labels[key]):
             continue
         case, missing = _compare_case(b, n, suite, threshold, alpha, labels[key])
-        if case is not None and per_case:
-            case.category = f"{case.category} @ {environment_label(base, b) or environment_label(new, n)}"
+        where = per_case and (environment_label(base, b) or environment_label(new, n))
+        if case is not None and where:  # per environment: the summary's geomeans too
+            case.category = f"{case.category} @ {where}"
         if case is not None:
             result.cases.append(case)
         else:
