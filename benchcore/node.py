@@ -35,6 +35,8 @@ from .isolation import STDERR_TAIL_CHARS, Slot, die_with_parent
 POLL_WAIT_S = 1.0
 #: how long a probe's subprocess may take to import the frameworks and describe the node
 PROBE_SUBPROCESS_TIMEOUT_S = 300.0
+#: a shard's temporary folder (task, checkpoint, output) is named <prefix><actor pid>-<random>
+SHARD_FOLDER_PREFIX = "benchcore-shard-"
 
 
 @dataclass
@@ -182,7 +184,8 @@ class ShardRunner:
     shard runs; the driver kills it once the shard is done or lost."""
 
     def __init__(self, task: dict):
-        self.folder = Path(tempfile.mkdtemp(prefix="benchcore-shard-"))
+        remove_orphans()
+        self.folder = Path(tempfile.mkdtemp(prefix=f"{SHARD_FOLDER_PREFIX}{os.getpid()}-"))
         shard = ShardTask.from_dict(task)
         (self.folder / "task.json").write_text(json.dumps(task))
         self.checkpoint = self.folder / "checkpoint.jsonl"
@@ -241,6 +244,17 @@ class ShardRunner:
                 pass
         return {"returncode": returncode,
                 "error": f"its shard process exited with status {returncode}: {last_line(stderr) or 'no output'}"}
+
+
+def remove_orphans() -> None:
+    """Remove the folders of shards whose actor was killed (a lost shard, a driver that died)
+    before it could: their names carry the actor's pid, and that process is gone."""
+    if not Path("/proc/self").exists():  # no way to tell a live pid here: keep them all
+        return
+    for folder in Path(tempfile.gettempdir()).glob(f"{SHARD_FOLDER_PREFIX}*-*"):
+        owner = folder.name[len(SHARD_FOLDER_PREFIX):].split("-", 1)[0]
+        if owner.isdigit() and not Path(f"/proc/{owner}").exists():
+            shutil.rmtree(folder, ignore_errors=True)
 
 
 def main(argv: Sequence[str]) -> int:

@@ -208,6 +208,20 @@ def test_a_case_names_its_node_or_each_round_names_its_own():
     assert CaseResult.from_dict(same.to_dict()).node == "a" and "node" not in CaseResult(spec, "ok").to_dict()
 
 
+def test_a_killed_shards_folder_is_removed_by_the_next_shard_on_the_node(tmp_path, monkeypatch):
+    from benchcore.node import SHARD_FOLDER_PREFIX, remove_orphans
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    dead = tmp_path / f"{SHARD_FOLDER_PREFIX}{gone.stdout.strip()}-x"
+    alive = tmp_path / f"{SHARD_FOLDER_PREFIX}{os.getpid()}-y"
+    for folder in (dead, alive):
+        folder.mkdir()
+        (folder / "checkpoint.jsonl").write_text("{}\n")
+    remove_orphans()
+    assert not dead.exists() and alive.exists()
+
+
 def _mixed_report(nodes_env: dict, results: List[CaseResult]) -> Report:
     groups = environment_groups("t", nodes_env)
     cluster = {"environment_groups": [g.to_dict() for g in groups],
