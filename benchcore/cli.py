@@ -93,6 +93,26 @@ def add_run_arguments(parser: argparse.ArgumentParser, rounds: int, timeout_s: f
                        help=f"adaptive mode: minimum seconds of sampling per case (default {MIN_TIME_S:g})")
     group.add_argument("--max-time", type=positive_float, default=None,
                        help=f"adaptive mode: cap on seconds of sampling per case, a capped case is flagged (default {MAX_TIME_S:g})")
+    add_cluster_arguments(parser)
+
+
+def add_cluster_arguments(parser: argparse.ArgumentParser) -> None:
+    """--ray and its companions (benchcore.cluster): one sweep over a Ray cluster's nodes."""
+    from .cluster import DEFAULT_MAX_RETRIES
+
+    group = parser.add_argument_group("running on a Ray cluster (needs the ray extra)")
+    group.add_argument("--ray", default=None, metavar="ADDRESS",
+                       help="run the sweep as shards on a Ray cluster: auto (the cluster this machine belongs to), "
+                            "ray://HOST:10001, HOST:6379, or local (start one here to try it); one report at the end")
+    group.add_argument("--shards", type=positive_int, default=None, metavar="N",
+                       help="with --ray: parts to cut the cases into (default: one per eligible node, or per GPU for "
+                            "GPU cases, or per bench_slot resource)")
+    group.add_argument("--max-retries", type=non_negative_int, default=None, metavar="N",
+                       help=f"with --ray: re-run a shard whose node or task was lost up to N times, keeping its finished "
+                            f"cases; then its other cases are recorded as failed (default {DEFAULT_MAX_RETRIES})")
+    group.add_argument("--allow-env-mismatch", action="store_true", default=None,
+                       help="with --ray: run even when the nodes' environments differ (hardware, driver, framework "
+                            "versions); each case's node is recorded and compare judges each environment apart")
 
 
 def apply_threads(threads: Optional[int]) -> None:

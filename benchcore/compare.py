@@ -38,6 +38,7 @@ import numpy as np
 
 from . import drift as drift_model
 from . import reference
+from .cluster import case_environment, environment_label, mixed_environments
 from .drift import Drift
 from .environment import environment_differences
 from .errors import UsageError
@@ -250,7 +251,8 @@ def compare(base: Report, new: Report, suite: Optional[Suite] = None, threshold:
         raise UsageError(f"threshold is a fraction between 0 and 1 (e.g. 0.05 for 5%), got {threshold}")
     if not 0 < alpha < 1:
         raise UsageError(f"alpha must be between 0 and 1 (e.g. 0.05), got {alpha}")
-    differences = environment_differences(base, new)
+    per_case = mixed_environments(base) or mixed_environments(new)
+    differences = [] if per_case else environment_differences(base, new)
     if differences and not allow_env_mismatch:
         keys = ", ".join(d["key"] for d in differences)
         raise UsageError(f"reports come from different environments ({keys} differ); pass --allow-env-mismatch to compare anyway")
@@ -265,7 +267,10 @@ def compare(base: Report, new: Report, suite: Optional[Suite] = None, threshold:
         n = new_cases.get(key)
         if n is None:
             result.only_in_base.append(_brief(b, labels[key]))
-        elif not (b.ok and n.ok):
+            continue
+        if per_case and not _same_environment(result, base, b, new, n, labels[key]):
+            continue
+        if not (b.ok and n.ok):
             result.unmeasured.append(_unmeasured(b, n, labels[key]))
         else:
             matched.append((b, n, suite.timings(b), suite.timings(n)))
@@ -277,6 +282,9 @@ def compare(base: Report, new: Report, suite: Optional[Suite] = None, threshold:
     evidence = Evidence(threshold, alpha, result.prior, result.drift)
     for b, n, bt, nt in matched:
         case, missing = _compare_case(b, n, bt, nt, suite, evidence, labels[b.spec.key])
+        where = per_case and (environment_label(base, b) or environment_label(new, n))
+        if case is not None and where:  # per environment: the summary's geomeans too
+            case.category = f"{case.category} @ {where}"
         if case is not None:
             result.cases.append(case)
         else:
@@ -300,6 +308,30 @@ def _log_variance(base: Measurement, new: Measurement) -> tuple:
     x, y = np.log(base.round_medians), np.log(new.round_medians)
     df = len(x) + len(y) - 2
     return float((((x - x.mean()) ** 2).sum() + ((y - y.mean()) ** 2).sum()) / df), df
+
+
+def _same_environment(result: Comparison, base: Report, b: CaseResult, new: Report, n: CaseResult, label: str) -> bool:
+    """For reports whose cases ran in several environments (a --ray sweep with
+    --allow-env-mismatch): whether this case may be judged, each side in the environment of the
+    node it ran on. A case measured in two different environments is not (it is listed as not
+    measured, with the keys); unless allowed, then its differences join `env_differences`."""
+    base_env, new_env = case_environment(base, b), case_environment(new, n)
+    if base_env is None or new_env is None:
+        differences, why = [], "its rounds ran in different environments"
+    else:
+        differences = environment_differences(Report(base.suite, base_env, base.settings),
+                                              Report(new.suite, new_env, new.settings))
+        if not differences:
+            return True
+        why = f"measured in different environments ({', '.join(d['key'] for d in differences)} differ)"
+    if result.env_mismatch_allowed:
+        known = {d["key"] for d in result.env_differences}
+        result.env_differences += [d for d in differences if d["key"] not in known]
+        return True
+    result.unmeasured.append({"key": b.spec.key, "name": b.spec.name, "label": label, "base_status": b.status,
+                              "new_status": n.status, "reason": f"{why}: judged only within one environment "
+                                                                "(--allow-env-mismatch compares anyway)"})
+    return False
 
 
 def _by_key(report: Report, which: str) -> Dict[str, CaseResult]:

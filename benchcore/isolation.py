@@ -126,7 +126,7 @@ def _describe_exit(returncode: Optional[int]) -> str:
     return f"worker exited with status {returncode}"
 
 
-def _die_with_parent() -> None:
+def die_with_parent() -> None:
     """In the forked worker, before exec: Linux sends it SIGKILL when the parent dies, so a
     parent killed outright (SIGKILL, OOM) never leaves a worker computing and skewing whatever
     runs next on the machine. Elsewhere a no-op."""
@@ -165,7 +165,7 @@ class Worker:
             stderr=self.stderr_file,
             env=env,
             start_new_session=True,  # Ctrl-C reaches the parent, which then stops the worker
-            preexec_fn=_die_with_parent,
+            preexec_fn=die_with_parent,
         )
         self.rss_bytes: Optional[int] = None
         self.ready = False
@@ -308,15 +308,21 @@ class Checkpoint:
         if not self.path.exists():
             return results
         for record in self._records():
-            if self.HEADER in record:
-                continue
-            try:
-                result = CaseResult.from_dict(record)
-                slot = Slot(result.spec, int(record.get("round", 1)), str(record.get("side", "")))
-            except (KeyError, ValueError, TypeError):
-                continue
-            results[slot.key] = result
+            found = self.read_record(record)
+            if found is not None:
+                results[found[0].key] = found[1]
         return results
+
+    @classmethod
+    def read_record(cls, record: dict) -> Optional[Tuple[Slot, CaseResult]]:
+        """A result line's slot and result; None for the header or a line that is not one."""
+        if cls.HEADER in record:
+            return None
+        try:
+            result = CaseResult.from_dict(record)
+            return Slot(result.spec, int(record.get("round", 1)), str(record.get("side", ""))), result
+        except (KeyError, ValueError, TypeError):
+            return None
 
     def options(self) -> Optional[dict]:
         """The options the checkpointed cases ran with (None for a headerless file)."""

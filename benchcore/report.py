@@ -37,6 +37,10 @@ class CaseResult:
     #: with --rounds N: one record per round (round, position in its shuffled order, status,
     #: wall_s, error); None for a single-round result
     rounds: Optional[List[dict]] = None
+    #: the cluster node that ran it (a `--ray` sweep; its environment is under
+    #: environment.cluster.nodes); None on one machine, and when its rounds ran on several nodes
+    #: (each round record then names its own)
+    node: Optional[str] = None
 
     def __post_init__(self):
         if self.status not in STATUSES:
@@ -56,6 +60,7 @@ class CaseResult:
             "stderr_tail": self.stderr_tail,
             "wall_s": self.wall_s,
             **({"rounds": self.rounds} if self.rounds is not None else {}),
+            **({"node": self.node} if self.node is not None else {}),
         }
 
     @classmethod
@@ -68,6 +73,7 @@ class CaseResult:
             stderr_tail=data.get("stderr_tail"),
             wall_s=data.get("wall_s"),
             rounds=data.get("rounds"),
+            node=data.get("node"),
         )
 
 

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Callable, Dict, List, Optional, Tuple
 from .timing import METRICS, Timing, from_measurement
 
 if TYPE_CHECKING:
+    from .case import CaseSpec
     from .report import CaseResult, Report
 
 
@@ -26,6 +27,10 @@ def measurement_timings(result: "CaseResult") -> Dict[str, Timing]:
 
 def no_category(result: "CaseResult") -> str:
     return "all"
+
+
+def on_cpu(spec: "CaseSpec") -> bool:
+    return False
 
 
 def _combine_default(per_round: List[dict]) -> dict:
@@ -53,3 +58,6 @@ class Suite:
     finish_merge: Optional[Callable[["Report"], "Report"]] = None
     #: "cases" (slowest cases and categories) or "runners" (one bar pair per runner)
     chart_style: str = "cases"
+    #: spec → whether it runs on a GPU: a cluster sweep then claims one GPU per shard
+    #: (benchcore.cluster) instead of a node's CPUs
+    uses_gpu: Callable[["CaseSpec"], bool] = on_cpu

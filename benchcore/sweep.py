@@ -76,16 +76,21 @@ def measure(job: SweepJob, args, prog: str, argv: Sequence[str], extra: dict,
             collect_local: Optional[Callable[[], dict]] = None) -> Dict[str, Tuple[dict, List[CaseResult]]]:
     """The steps every sweep takes, `ab` or not: side → (environment, results in the specs' order).
 
-    Refuse a checkpoint that cannot be resumed (before anything is printed); read the machine's
+    Refuse cluster flags that do not go together and a checkpoint that cannot be resumed (before
+    anything is printed); with --ray, hand the sweep to benchcore.cluster. Else read the machine's
     noise state and warn; collect each side's environment (this interpreter's through
     `collect_local`, or an A/B side's in its own interpreter); run every slot; read the machine
     again, recorded in each environment's `system` block.
     """
+    from .cluster import check_flags
     from .isolation import check_checkpoint
     from .system import read_system
 
+    check_flags(args, job)
     if job.checkpoint is not None:
         check_checkpoint(job.checkpoint, job.options(), args.resume)
+    if getattr(args, "ray", None):
+        return on_cluster(job, args, prog, argv, extra)
     if job.pythons and job.env is None:
         job.env = side_env(os.environ)
     start = read_system_warned(prog)
@@ -109,6 +114,20 @@ def _reference_block(results: List[CaseResult]) -> Optional[dict]:
     if found is None:
         return None
     return {"status": found.status, "error": found.error, **reference.SPEC.params, **(found.metrics or {})}
+
+
+def on_cluster(job: SweepJob, args, prog: str, argv: Sequence[str], extra: dict):
+    """The sweep as shards on a Ray cluster (benchcore.cluster), its progress on stderr: a line per
+    shard started, finished or lost, with every node's running/finished count."""
+    from . import cluster
+
+    bar = _progress(len(job.rounds.slots(job.specs, job.sides)))
+    try:
+        return cluster.measure(job, args, prog, argv, extra,
+                               on_event=lambda line: bar.write(f"{prog}: ray: {line}", file=sys.stderr),
+                               on_result=lambda result: bar.update(1))
+    finally:
+        bar.close()
 
 
 def collect(prog: str, argv: Sequence[str], frameworks: Sequence[str], extra: dict) -> dict:
@@ -150,7 +169,7 @@ def run(job: SweepJob, args) -> Dict[str, List[CaseResult]]:
         done = run_slots(
             slots, job.suite.executor, job.options(),
             isolate=not args.no_isolation, timeout_s=args.timeout, checkpoint=job.checkpoint, resume=args.resume,
-            memory_limit_bytes=int(args.memory_limit_gb * 2**30) if args.memory_limit_gb else None,
+            memory_limit_bytes=memory_limit_bytes(args),
             env=job.env, pythons=job.pythons or None, on_start=started, on_result=lambda result: bar.update(1))
     finally:
         bar.close()
@@ -159,6 +178,11 @@ def run(job: SweepJob, args) -> Dict[str, List[CaseResult]]:
         for side in job.sides:
             combined[side] += combine_results(done, [reference.SPEC], combine_metrics, side)
     return combined
+
+
+def memory_limit_bytes(args) -> Optional[int]:
+    """--memory-limit-gb in bytes (the workers' restart ceiling); None without one."""
+    return int(args.memory_limit_gb * 2**30) if args.memory_limit_gb else None
 
 
 def _progress(total: int):

@@ -87,6 +87,10 @@ def _recompute_averages(data) -> None:
             _recompute_averages(value)
 
 
+def uses_gpu(spec) -> bool:
+    return str(spec.params.get("ctx", "cpu")).startswith("gpu")
+
+
 def _finish_merge(report):
     from .cli import finish_merged
 
@@ -94,4 +98,5 @@ def _finish_merge(report):
 
 
 SUITE = Suite(name=PROG, executor=EXECUTOR, frameworks=("mxnet",), timings=timings, category=category,
-              combine_rounds=combine_rounds, finish_merge=_finish_merge, chart_style="cases")
+              combine_rounds=combine_rounds, finish_merge=_finish_merge, chart_style="cases",
+              uses_gpu=uses_gpu)

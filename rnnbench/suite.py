@@ -25,6 +25,10 @@ def combine_rounds(per_round: List[dict]) -> dict:
     return audit.combine_with_audit(per_round, lambda rest: combine_metrics(rest, ROUND_RULES))
 
 
+def uses_gpu(spec) -> bool:
+    return str(spec.params.get("device", "cpu")).startswith("cuda")
+
+
 def _finish_merge(report):
     from .bench import finish_merged
 
@@ -32,4 +36,5 @@ def _finish_merge(report):
 
 
 SUITE = Suite(name=SUITE_NAME, executor=EXECUTOR, frameworks=("torch",), category=category,
-              combine_rounds=combine_rounds, finish_merge=_finish_merge, chart_style="runners")
+              combine_rounds=combine_rounds, finish_merge=_finish_merge, chart_style="runners",
+              uses_gpu=uses_gpu)

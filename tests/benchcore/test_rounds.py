@@ -9,7 +9,7 @@ from benchcore.case import CaseSpec
 from benchcore.errors import UsageError
 from benchcore.isolation import Checkpoint, Slot, run_slots
 from benchcore.report import CaseResult
-from benchcore.rounds import RoundPlan, combine_case, combine_metrics, combine_results
+from benchcore.rounds import RoundPlan, combine_case, combine_metrics, combine_results, median
 from benchcore.stats import Measurement
 
 EXECUTOR = "tests.benchcore.rounds_executor:execute"
@@ -151,6 +151,15 @@ def test_combining_metrics_follows_rules_and_keeps_differing_values():
     assert combined["timed_total_ms"] == 5.0 and combined["capped"] is True and combined["same"] == "x"
     assert combined["profiler"] == {"per_call_ms": [1.0, 2.0, 3.0], "round_sizes": [2, 1], "Count": 3}
     assert combined["mem"] == 5 and combined["round_values"] == {"mem": [5, 7]}
+
+
+def test_a_rule_leaves_the_reason_under_missing_of_the_same_key_alone():
+    """rnnbench's median rule for compile_ms met `missing.compile_ms`, a reason: with an even
+    number of rounds the median of two strings divided a string."""
+    reason = "not a torch.compile runner"
+    per_round = [{"compile_ms": None, "missing": {"compile_ms": reason}}] * 2
+    combined = combine_metrics(per_round, {"compile_ms": median})
+    assert combined == {"compile_ms": None, "missing": {"compile_ms": reason}}
 
 
 # --------------------------------------------------------------------------- the rounds' statistics
