@@ -119,6 +119,7 @@ def combine_case(spec: CaseSpec, rounds: List[Tuple[Slot, CaseResult, int]], com
     results = [result for _slot, result, _pos in rounds]
     worst = min(results, key=lambda r: STATUS_ORDER.index(r.status))
     ok = [r.metrics for r in results if r.ok]
+    nodes = {r.node for r in results}
     return CaseResult(
         spec=spec,
         status=worst.status,
@@ -127,7 +128,9 @@ def combine_case(spec: CaseSpec, rounds: List[Tuple[Slot, CaseResult, int]], com
         stderr_tail=worst.stderr_tail,
         wall_s=sum(r.wall_s or 0.0 for r in results),
         rounds=[{"round": slot.round, "position": pos, "status": r.status, "wall_s": r.wall_s,
-                 **({"error": r.error} if r.error else {})} for slot, r, pos in rounds],
+                 **({"error": r.error} if r.error else {}), **({"node": r.node} if r.node else {})}
+                for slot, r, pos in rounds],
+        node=nodes.pop() if len(nodes) == 1 else None,
     )
 
 
