@@ -13,15 +13,20 @@ with what is done instead (docs/opbench-notes.md lists them with the reasons):
 - CUBIC: O(n^3) operators, capped at n <= CUBIC_MAX_N per matrix side (at 1024 some take
   seconds per call; at 512 they stay well under the per-case budget) — every STRUCTURED
   operator, and the other decompositions.
-- SAMPLES: operators whose OpInfo samples cannot be scaled at all (a convolution's tiled
-  kernel grows from 3x3 to 33x33; a factory operator's sizes are arguments; a norm's
-  normalized_shape must follow the input), given a hand-written sample at benchmark size.
+- KERNELS, KEEP_SIZES, KEEP_LAST: dimensions scaling must leave alone (a convolution's tiled
+  kernel would grow from 3x3 to 33x33; a cross product needs its 3; a grid its 2 coordinates).
+- SAMPLES: operators whose OpInfo samples cannot be scaled (a factory operator's sizes are
+  arguments; max_unpool's output_size; split sizes of 1), given a hand-written sample that is
+  scaled like OpInfo's.
 - LEFT_OUT: operators not timed here, with the reason.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Dict, Tuple
+
+from opbench.inputs import tensor
 
 Key = Tuple[str, str]
 
@@ -55,6 +60,10 @@ KERNELS = frozenset({
 #: operators that need a dimension of one exact size (cross products: 3; view_as_complex's
 #: last dimension: 2): dimensions of that size are not scaled, in any input
 KEEP_SIZES: Dict[str, int] = {"cross": 3, "linalg.cross": 3, "view_as_complex": 2}
+
+#: operators whose argument args[i] must keep its last dimension (a sampling grid's 2 or 3
+#: coordinates): name → i
+KEEP_LAST: Dict[str, int] = {"nn.functional.grid_sample": 0, "grid_sampler_2d": 0, "grid_sampler_3d": 0}
 
 #: (name, variant) → why it gets no case
 LEFT_OUT: Dict[Key, str] = {}
@@ -103,5 +112,28 @@ def _factory_samples() -> Dict[Key, dict]:
     return samples
 
 
+def _unpool_samples() -> Dict[Key, dict]:
+    """max_unpool: OpInfo's samples pass an output_size, which no scale keeps in the range the
+    scaled input allows. Here: kernel 2, stride 2 (the output is twice the input per spatial
+    dimension), indices anywhere in each output plane of the sample's size (still valid once
+    the planes grow)."""
+    samples = {}
+    for dims in (1, 2, 3):
+        spatial = [4] * dims
+        plane = math.prod(2 * d for d in spatial)
+        tree = sample_tree(tensor([2, 3, *spatial]), tensor([2, 3, *spatial], "indices", "int64", grad=False,
+                                                           low=0, high=plane), 2, 2)
+        for variant in ("", "grad"):
+            samples[(f"nn.functional.max_unpool{dims}d", variant)] = tree
+    return samples
+
+
+def _split_samples() -> Dict[Key, dict]:
+    """split with a list of sizes: the sizes must add up to the dimension, so they are integer
+    arguments scaled with it (OpInfo's [1, 3, 1] has sizes of 1, which do not scale)."""
+    tree = sample_tree(tensor([6, 4, 4]), [2, 4])
+    return {key: tree for key in (("split", "list_args"), ("split_with_sizes", ""), ("split_with_sizes_copy", ""))}
+
+
 #: (name, variant) → a hand-written sample (opbench.backends.torch.sample's tree), scaled like OpInfo's
-SAMPLES: Dict[Key, dict] = _factory_samples()
+SAMPLES: Dict[Key, dict] = {**_factory_samples(), **_unpool_samples(), **_split_samples()}
