@@ -192,3 +192,16 @@ def test_bad_input_is_one_line(manifest, tmp_path):
 def test_a_manifest_is_read_back_as_written(manifest):
     again = load(manifest.path)
     assert again.sha256 == manifest.sha256 and again.digests == manifest.digests
+
+
+def test_both_backends_scan_their_operators(manifest):
+    from argparse import Namespace
+
+    from opbench.backends import backend_for
+
+    torch_rows = backend_for("torch").scan(Namespace(manifest=str(manifest.path), dtype="float32", size_target=TARGET,
+                                                     size_target_given=True), "cpu")
+    assert {(r.name, r.reason is None) for r in torch_rows} >= {("add", True), ("bitwise_and", False)}
+    mxnet_rows = {r.name: r for r in backend_for("mxnet").scan(None, "cpu(0)")}
+    assert mxnet_rows["broadcast_add"].reason is None and mxnet_rows["broadcast_add"].category == "binary_broadcast"
+    assert mxnet_rows["Pad"].reason  # a deprecated alias: filtered, with why

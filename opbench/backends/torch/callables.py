@@ -36,12 +36,6 @@ def _torch():
     return torch
 
 
-def _F():
-    import torch.nn.functional as F
-
-    return F
-
-
 def _function(path: str, **fixed) -> Callable:
     """`torch.<path>(*args, **kwargs)`, looked up at call time (this module imports no torch)."""
     def call(*args, **kwargs):

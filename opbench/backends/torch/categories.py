@@ -8,7 +8,7 @@ lists below. Each operator has one home; `category_of` is what discovery records
 
 from __future__ import annotations
 
-from typing import Dict, Optional, Tuple
+from typing import Dict, Tuple
 
 OTHER = "other"
 
@@ -106,8 +106,3 @@ def _nn_category(name: str, kind: str) -> str:
     if kind == "UnaryUfuncInfo":
         return "activation"
     return "nn_functional"
-
-
-def check(name: Optional[str]) -> Optional[str]:
-    """A category name, or None when it is not one."""
-    return name if name in CATEGORIES else None

@@ -17,19 +17,18 @@ _QUANTITY = {
 
 
 def _row(result: CaseResult, rounds: bool) -> list:
+    """Median and IQR per phase of the suite's headline figures (opbench.suite.timings)."""
     from opbench.suite import timings
 
     found = timings(result)
-    cells = []
-    for phase in ("forward", "backward"):
-        timing = found.get(phase)
-        m = timing.measurement if timing else None
-        cells += [_fmt(timing.center_ms) if timing else MISSING, _fmt(m.iqr) if m else MISSING]
-        if rounds and phase == "forward":
-            spread = m.round_spread if m else None
-            extra = MISSING if spread is None else f"{spread * 100:.1f}%"
-    row = [result.spec.name, result.spec.params.get("category") or "-", _inputs_text(result)] + cells
-    return row + ([extra] if rounds else [])
+    measurements = {phase: found[phase].measurement if phase in found else None for phase in ("forward", "backward")}
+    row = [result.spec.name, result.spec.params.get("category") or "-", _inputs_text(result)]
+    for phase, m in measurements.items():
+        row += [_fmt(found[phase].center_ms) if phase in found else MISSING, _fmt(m.iqr) if m else MISSING]
+    if rounds:
+        spread = measurements["forward"].round_spread if measurements["forward"] else None
+        row.append(MISSING if spread is None else f"{spread * 100:.1f}%")
+    return row
 
 
 def _ordered(results: List[CaseResult]) -> List[CaseResult]:
