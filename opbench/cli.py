@@ -126,12 +126,18 @@ def framework_of(argv: Sequence[str]) -> str:
 
 
 def _op(result) -> str:
+    """The operator a case times: MXNet's operator name; a torch case's OpInfo entry
+    ("name" or "name.variant": variants of one name are different entries)."""
+    if result.spec.params.get("framework") == "torch":
+        return result.spec.name
     return result.spec.params.get("op", result.spec.name)
 
 
 def _label(result) -> str:
     variant = result.spec.params.get("variant")
-    return f"{_op(result)} [{variant}]" if variant else _op(result)
+    if result.spec.params.get("framework") == "torch" or not variant:
+        return _op(result)
+    return f"{_op(result)} [{variant}]"
 
 
 def no_benchmark(skipped, results) -> List[dict]:
@@ -235,7 +241,8 @@ def summarize(report, skipped, started: float, written: List[Path]) -> None:
             print(f"  {_label(r)}: {r.status}: {r.error}", file=sys.stderr)
     uncovered = report.extra.get("no_benchmark") or []
     if uncovered:
-        say(f"{len(uncovered)} registered operator(s) without a benchmark:")
+        say(f"{len(uncovered)} {'OpInfo entries' if report.settings.get('framework') == 'torch' else 'registered operator(s)'}"
+            " without a benchmark:")
         for item in uncovered:
             print(f"  {item['op']}: {item['reason']}", file=sys.stderr)
     if written:

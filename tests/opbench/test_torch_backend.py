@@ -155,6 +155,9 @@ def test_sweep_end_to_end_forward_and_backward(manifest, tmp_path):
     assert [i["op"] for i in report.extra["no_benchmark"]] == ["bitwise_and"]
     md = (tmp_path / "t.md").read_text()
     assert "# PyTorch operators" in md and "| add " in md and "bitwise_and" in md
+    compared = opbench("compare", "t.json", "t.json", "-f", "json", cwd=tmp_path)
+    assert compared.returncode == 0, compared.stderr
+    assert len(json.loads(compared.stdout)["cases"]) == 2  # the same cases match, by key
 
 
 def test_python_engine_and_list(manifest, tmp_path):

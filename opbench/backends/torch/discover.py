@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import sys
 import time
 import warnings
@@ -43,6 +44,10 @@ from .sample import Decoder, Scale, Unencodable, describe_sample, descriptors, e
 #: Far above a typical call (10 ms), so that scales depend on sizes only, not on the machine's
 #: speed or load, except for an operator that would otherwise run for minutes.
 CALL_BUDGET_S = 2.0
+#: ... and may hold at most this much resident memory above what the process held before it
+#: (else k is halved): with a worker of up to 1.5 GiB (--memory-limit-gb) and the parent's
+#: 0.4 GiB, a sweep stays under 3 GiB (householder_product's backward took 3.2 GiB at k=25)
+CALL_MEMORY_BYTES = 2**30
 #: the largest input or output may end at most this many times the size target (else k is halved)
 OVERSHOOT = 4
 #: samples tried per entry (largest first)
@@ -132,13 +137,58 @@ def fit(fn, tree, data, ints: bool, cap: Optional[int], device: str, target: int
     if cap:
         largest = max((d for desc in descriptors(tree) for d in desc["shape"]), default=1)
         k = max(1, min(k, cap // max(largest, 1)))
+        while k > 1 and _matrix_work(tree, Scale(k, ints)) > overrides.CUBIC_MAX_WORK:
+            k -= 1
     while True:
+        peak_reset = _reset_peak_rss()
+        before = _resident_bytes()
         size, elapsed, why = _run(fn, tree, data, Scale(k, ints), device, seed, backward)
-        if (elapsed <= CALL_BUDGET_S and size <= OVERSHOOT * max(target, size1)) or k == 1:
+        extra = (_peak_rss() or 0) - (before or 0) if peak_reset else 0
+        if (elapsed <= CALL_BUDGET_S and extra <= CALL_MEMORY_BYTES and size <= OVERSHOOT * max(target, size1)) \
+                or k == 1:
             break
         k = max(1, k // 2)
     return {"scale": {"k": k, "ints": ints}, "grows": grows, "elements": size, "call_ms": elapsed * 1e3,
             "backward": backward and why is None, "no_backward_reason": why if backward else None}
+
+
+def _matrix_work(tree, scale: Scale) -> int:
+    """batch x m x n x min(m, n) of the largest matrix input at this scale (an O(n^3) call's work)."""
+    work = 0
+    for desc in descriptors(tree):
+        shape = scale.dims(desc["shape"], desc.get("keep", ()))
+        if len(shape) >= 2:
+            m, n = shape[-2], shape[-1]
+            work = max(work, math.prod(shape[:-2]) * m * n * min(m, n))
+    return work
+
+
+def _resident_bytes() -> Optional[int]:
+    try:
+        with open("/proc/self/statm") as handle:
+            return int(handle.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _reset_peak_rss() -> bool:
+    try:
+        with open("/proc/self/clear_refs", "w") as handle:
+            handle.write("5")
+        return True
+    except OSError:
+        return False
+
+
+def _peak_rss() -> Optional[int]:
+    try:
+        with open("/proc/self/status") as handle:
+            for line in handle:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
 
 
 def _time_cap(time1: float, time2: float) -> int:

@@ -10,9 +10,9 @@ with what is done instead (docs/opbench-notes.md lists them with the reasons):
   singular: cholesky, inv and solve raise, det is exactly 0). Each square matrix input is
   drawn afresh with the structure the sample's matrix had (symmetric positive definite,
   lower/upper triangular, else full rank), at the scaled size.
-- CUBIC: O(n^3) operators, capped at n <= CUBIC_MAX_N per matrix side (at 1024 some take
-  seconds per call; at 512 they stay well under the per-case budget) — every STRUCTURED
-  operator, and the other decompositions.
+- CUBIC: O(n^3) operators, capped at n <= CUBIC_MAX_N per matrix side and at CUBIC_MAX_WORK
+  (batch x n^3) per call (at 1024 some take seconds per call) — every STRUCTURED operator,
+  and the other decompositions.
 - KERNELS, KEEP_SIZES, KEEP_LAST: dimensions scaling must leave alone (a convolution's tiled
   kernel would grow from 3x3 to 33x33; a cross product needs its 3; a grid its 2 coordinates).
 - SAMPLES: operators whose OpInfo samples cannot be scaled (a factory operator's sizes are
@@ -31,6 +31,10 @@ from opbench.inputs import tensor
 Key = Tuple[str, str]
 
 CUBIC_MAX_N = 512
+#: ... and at batch x m x n x min(m, n) <= CUBIC_MAX_WORK for their largest matrix input: a
+#: batch of 54 general eigenproblems of 135x135 (the size target's share) took 1.7 s forward
+#: and backward on 2 cores; a quarter of that work still times the kernel, four times faster
+CUBIC_MAX_WORK = 2**25
 
 FRESH = frozenset({
     "sort", "argsort", "msort", "topk", "kthvalue", "unique", "unique_consecutive", "median", "nanmedian", "mode",
