@@ -29,7 +29,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import sys
 import time
 import warnings
@@ -38,6 +37,7 @@ from typing import Any, Dict, List, Optional, Tuple
 from . import overrides
 from .callables import LAMBDA, LAMBDAS, callable_for, resolve
 from .categories import category_of
+from .executor import peak_rss, reset_peak_rss, resident_bytes
 from .sample import Decoder, Scale, Unencodable, describe_sample, descriptors, encode_sample, load, tensors_in
 
 #: one forward plus backward call at the chosen size may take at most this (else k is halved).
@@ -140,10 +140,10 @@ def fit(fn, tree, data, ints: bool, cap: Optional[int], device: str, target: int
         while k > 1 and _matrix_work(tree, Scale(k, ints)) > overrides.CUBIC_MAX_WORK:
             k -= 1
     while True:
-        peak_reset = _reset_peak_rss()
-        before = _resident_bytes()
+        peak_reset = reset_peak_rss()
+        before = resident_bytes()
         size, elapsed, why = _run(fn, tree, data, Scale(k, ints), device, seed, backward)
-        extra = (_peak_rss() or 0) - (before or 0) if peak_reset else 0
+        extra = (peak_rss() or 0) - (before or 0) if peak_reset else 0
         if (elapsed <= CALL_BUDGET_S and extra <= CALL_MEMORY_BYTES and size <= OVERSHOOT * max(target, size1)) \
                 or k == 1:
             break
@@ -161,34 +161,6 @@ def _matrix_work(tree, scale: Scale) -> int:
             m, n = shape[-2], shape[-1]
             work = max(work, math.prod(shape[:-2]) * m * n * min(m, n))
     return work
-
-
-def _resident_bytes() -> Optional[int]:
-    try:
-        with open("/proc/self/statm") as handle:
-            return int(handle.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-    except (OSError, ValueError, IndexError):
-        return None
-
-
-def _reset_peak_rss() -> bool:
-    try:
-        with open("/proc/self/clear_refs", "w") as handle:
-            handle.write("5")
-        return True
-    except OSError:
-        return False
-
-
-def _peak_rss() -> Optional[int]:
-    try:
-        with open("/proc/self/status") as handle:
-            for line in handle:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    return None
 
 
 def _time_cap(time1: float, time2: float) -> int:

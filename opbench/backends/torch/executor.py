@@ -258,8 +258,8 @@ def execute(spec: CaseSpec, options: dict) -> dict:
     torch.manual_seed(seed)
     first, args, kwargs = Decoder(data, Scale(**entry["scale"]), device, seed, grad=backward).sample(entry["tree"])
     fn = callable_for(entry["call"], name, variant)
-    rss_before = _resident_bytes()
-    peak_reset = _reset_peak_rss()
+    rss_before = resident_bytes()
+    peak_reset = reset_peak_rss()
     workload = build_workload(fn, first, args, kwargs, backward, device, seed)
     run_settings = RunSettings(**{**settings.to_dict(), "run_backward": backward})
     memory = _device_memory_start(device)
@@ -279,10 +279,26 @@ def execute(spec: CaseSpec, options: dict) -> dict:
     metrics["input_bytes"] = sum(t.numel() * t.element_size() for t in tensors_in([first, args, kwargs]))
     metrics["threads"] = torch.get_num_threads()
     metrics["rss_before_bytes"] = rss_before
-    metrics["rss_peak_bytes"] = _peak_rss() if peak_reset else None
+    metrics["rss_peak_bytes"] = peak_rss() if peak_reset else None
     del first, args, kwargs, workload
-    metrics["rss_after_bytes"] = _resident_bytes()
+    return_freed_memory()
+    metrics["rss_after_bytes"] = resident_bytes()
     return metrics
+
+
+def return_freed_memory() -> None:
+    """Give the case's freed heap back to the system (glibc keeps it otherwise): a reused worker
+    then starts the next case near its own size instead of at its high-water mark (1.1-1.2 GiB
+    without this), so the memory a sweep holds is one case's, and --memory-limit-gb measures
+    what a worker really keeps."""
+    import ctypes
+    import gc
+
+    gc.collect()
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):  # not glibc: nothing to trim
+        pass
 
 
 def _device_memory_start(device: str) -> Optional[int]:
@@ -304,7 +320,7 @@ def _device_memory_peak(device: str, start: Optional[int]):
     return max(0, torch.cuda.max_memory_allocated(device) - start), None
 
 
-def _resident_bytes() -> Optional[int]:
+def resident_bytes() -> Optional[int]:
     try:
         with open("/proc/self/statm") as handle:
             return int(handle.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
@@ -312,7 +328,7 @@ def _resident_bytes() -> Optional[int]:
         return None
 
 
-def _reset_peak_rss() -> bool:
+def reset_peak_rss() -> bool:
     try:
         with open("/proc/self/clear_refs", "w") as handle:
             handle.write("5")
@@ -321,7 +337,7 @@ def _reset_peak_rss() -> bool:
         return False
 
 
-def _peak_rss() -> Optional[int]:
+def peak_rss() -> Optional[int]:
     try:
         with open("/proc/self/status") as handle:
             for line in handle:

@@ -17,7 +17,7 @@ come from `init`:
   for a dimension of 5 is valid for one of 5k), divisibility and broadcasting.
 - "fresh": new uniform values in the sample's [low, high] (integers for an integer tensor),
   for operators whose work depends on repeated values (sort, unique, topk: a tiled input
-  holds each value k^d times).
+  holds each value k^d times), and for sample tensors too large to store (MAX_STORED_ELEMENTS).
 - any opbench.inputs initialiser (spd, full_rank, tril …), drawn at the scaled shape: for
   inputs whose structure tiling destroys (a tiled matrix is singular).
 
@@ -37,6 +37,11 @@ from opbench import inputs
 
 #: the dtypes numpy cannot hold, stored as the bits of a same-sized integer
 _BIT_VIEWS = {"bfloat16": "int16", "float8_e4m3fn": "int8", "float8_e5m2": "int8"}
+
+
+#: a sample tensor with more elements is carried by its range ("fresh"), not its values: a few
+#: OpInfo samples are large already (grid_sampler_3d's input holds 5.3M values, 27 MB in JSON)
+MAX_STORED_ELEMENTS = 2**16
 
 
 class Unencodable(Exception):
@@ -121,7 +126,7 @@ def _encode_tensor(t, data: Dict[str, dict], fresh: bool) -> dict:
     name = dtype_name(t.dtype)
     desc = inputs.tensor(list(t.shape), "tile", name, grad=bool(t.requires_grad))
     plain = t.detach().cpu().contiguous()
-    if fresh and t.numel() > 1 and not t.dtype.is_complex:
+    if (fresh and t.numel() > 1 or t.numel() > MAX_STORED_ELEMENTS) and not t.dtype.is_complex:
         values = plain.double() if t.dtype != torch.bool else plain.int()
         low, high = float(values.min()), float(values.max())
         if math.isfinite(low) and math.isfinite(high):
