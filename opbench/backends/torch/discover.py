@@ -12,7 +12,8 @@ For every entry (at the asked dtype and device) it picks a sample and a scale:
    0-dim edge case), or a hand-written sample from opbench.backends.torch.overrides;
 2. a candidate is run at k = 1 and k = 2 (see sample.Scale); the largest input or output
    grows as c·k^p, so k = (target / size(1))^(1/p) puts it at about the size target (capped
-   per matrix side for O(n^3) operators, and halved while one call takes over the budget);
+   per matrix side and work for O(n^3) operators, and halved while one call takes over the
+   time budget or holds more than the memory budget);
 3. at that k, forward is run, and for an entry with autograd, backward from random gradients
    of the outputs; a candidate that fails is recorded under `tried` with its error, and the
    next is tried (then the same candidates with integer arguments scaled as well).
