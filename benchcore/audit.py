@@ -333,6 +333,11 @@ def flush_notable(states: Iterable[Optional[dict]]) -> bool:
                for state in states)
 
 
+def worker_options(args) -> dict:
+    """What the two flags tell a sweep's workers (and its checkpoint and settings record)."""
+    return {"audit": not args.no_audit, "flush_denormal": args.flush_denormal}
+
+
 def add_audit_arguments(parser) -> None:
     """--no-audit and --flush-denormal, shared by the sweeps' command lines."""
     group = parser.add_argument_group("numbers")

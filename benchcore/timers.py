@@ -75,6 +75,20 @@ class CudaEventTimer:
         return result, float(start.elapsed_time(end))
 
 
+class PhaseMarker:
+    """Set by a workload's forward/backward as they run, so a timer that wraps every call the
+    same way (a profiler dump, a profiler range) can tell afterwards which phase it timed."""
+
+    def __init__(self):
+        self.phase = ""
+
+    def marking(self, phase: str, fn: Callable) -> Callable:
+        def marked(*args):
+            self.phase = phase
+            return fn(*args)
+        return marked
+
+
 def timer_for(device: str, sync: Callable[[], None]):
     """CUDA events on a CUDA device, perf_counter + sync everywhere else."""
     if str(device).startswith("cuda"):

@@ -53,8 +53,8 @@ def combine_rounds(per_round: List[dict]) -> dict:
     from .mxnet_backend import add_opperf_keys
 
     combined = audit.combine_with_audit(per_round, lambda rest: combine_metrics(
-        [_without_derived(m) for m in rest], PROFILER_RULES, sample_lists=("per_call_ms",)))
-    _recompute_averages(combined)
+        [without_derived(m) for m in rest], PROFILER_RULES, sample_lists=("per_call_ms",)))
+    recompute_averages(combined)
     op, engine = combined.get("op"), combined.get("engine")
     if op and engine:
         device = next((k[len("max_storage_mem_alloc_"):] for k in combined if k.startswith("max_storage_mem_alloc_")),
@@ -68,23 +68,23 @@ def combine_rounds(per_round: List[dict]) -> dict:
 OPPERF_PREFIXES = ("avg_time_", "p50_time_", "p90_time_", "p99_time_", "max_storage_mem_alloc_")
 
 
-def _without_derived(data, top: bool = True):
+def without_derived(data, top: bool = True):
     """A metrics dict without what combining recomputes (averages, opperf's keys), so that
     per-round values of those are not listed as differing."""
     if not isinstance(data, dict):
         return data
-    return {k: _without_derived(v, False) for k, v in data.items()
+    return {k: without_derived(v, False) for k, v in data.items()
             if k not in ("Avg_ms", "avg_ms") and not (top and k.startswith(OPPERF_PREFIXES))}
 
 
-def _recompute_averages(data) -> None:
+def recompute_averages(data) -> None:
     """Avg_ms = Total_ms / Count wherever a profiler summary or entry holds both."""
     if isinstance(data, dict):
         for total, count, avg in (("Total_ms", "Count", "Avg_ms"), ("total_ms", "count", "avg_ms")):
             if isinstance(data.get(total), (int, float)) and data.get(count):
                 data[avg] = data[total] / data[count]
         for value in data.values():
-            _recompute_averages(value)
+            recompute_averages(value)
 
 
 def uses_gpu(spec) -> bool:

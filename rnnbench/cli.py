@@ -265,8 +265,7 @@ def _job(args, checkpoint, pythons=None):
         raise UsageError("nothing to run: no runner selected (--group/--rnns/--cnns/--shard); use --group rnns and/or cnns, or --variable-lstms")
     bench.check_runners(sorted({s.name for s in specs}), args.device)
     settings = core_cli.run_settings_from(args, warmup=args.warmup, runs=args.nloops)
-    options = {"threads": args.threads, "seed": args.seed, "audit": not args.no_audit,
-               "flush_denormal": args.flush_denormal}
+    options = {"threads": args.threads, "seed": args.seed, **audit.worker_options(args)}
     job = SweepJob(SUITE, specs, settings, rounds_from(args, DEFAULT_ROUNDS), options, checkpoint, pythons=pythons or {})
     return job, all_specs
 
@@ -282,8 +281,7 @@ def _report(args, job, all_specs, environment, results):
                   "rounds": job.settings_record(), "device": args.device, "fuser": args.fuser,
                   "executor": args.executor or "default",
                   "sizes": {**bench.sizes_from(args), "cnnBatch": args.cnnBatch}, "unit": "ms", "shard": args.shard,
-                  "runners": bench.run_order(all_specs), "audit": not args.no_audit,
-                  "flush_denormal": args.flush_denormal},
+                  "runners": bench.run_order(all_specs), **audit.worker_options(args)},
         results=results,
     )
 

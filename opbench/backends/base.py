@@ -1,0 +1,87 @@
+"""The backend protocol: what opbench's neutral parts ask of a framework.
+
+opbench's command line, selection, rounds, reports and comparisons are the same for every
+framework; a backend supplies the rest:
+
+- its flags' meaning: `check(args)` validates what the user asked (device or context, dtype,
+  its own flags) and returns the normalised device the cases run on;
+- its operators: `scan(args, device)` → OperatorInfo rows (every operator it knows, with why
+  one is left out), `categories`, and `knows(name)` for the other framework's hints;
+- case planning: `plan(args, device)` → a Plan (CaseSpecs, the operators without a case and
+  why, what the worker needs, what the report records);
+- measuring: `suite` (benchcore.suite.Suite: the worker's executor "package.module:function",
+  the frameworks a worker imports, the headline figures, how rounds combine), `engines`;
+- reporting: `environment_extra(args)`, `to_markdown(report)`, `list_operators(...)` (--list).
+
+Two implementations: opbench.backends.mxnet (an adapter over opbench's MXNet modules) and
+opbench.backends.torch (OpInfo discovery, scaling, its executor).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional, Protocol, Sequence, Tuple
+
+from benchcore.case import CaseSpec
+from benchcore.suite import Suite
+
+
+@dataclass(frozen=True)
+class OperatorInfo:
+    """One operator a framework knows, for --list and for hints: its category, and why it
+    gets no case (None when it is benchmarked)."""
+
+    name: str
+    category: Optional[str]
+    reason: Optional[str] = None
+    variant: str = ""
+
+
+@dataclass
+class Plan:
+    """What a run with these flags measures."""
+
+    specs: List[CaseSpec]
+    #: (operator, why it has no case): reported under no_benchmark
+    skipped: List[Tuple[str, str]]
+    #: operators the user left out with --exclude
+    excluded: List[str]
+    #: what every worker needs besides the run settings (recorded in the checkpoint)
+    worker_options: Dict[str, object] = field(default_factory=dict)
+    #: the report's framework-specific settings
+    settings: Dict[str, object] = field(default_factory=dict)
+    #: the report's framework-specific extras
+    extra: Dict[str, object] = field(default_factory=dict)
+
+
+class Backend(Protocol):
+    name: str
+    suite: Suite
+    engines: Tuple[str, ...]
+    dtypes: Tuple[str, ...]
+    categories: Tuple[str, ...]
+    #: the report's file stem when no -o is given
+    default_output_stem: str
+    #: --memory-limit-gb's default (why: see each backend)
+    memory_limit_gb: float
+
+    def check(self, args) -> str: ...
+
+    def scan(self, args, device: str) -> List[OperatorInfo]: ...
+
+    def knows(self, name: str) -> bool: ...
+
+    def plan(self, args, device: str) -> Plan: ...
+
+    def list_operators(self, args, device: str) -> int: ...
+
+    def environment_extra(self, args) -> dict: ...
+
+    def to_markdown(self, report) -> str: ...
+
+
+def split(values: Optional[Sequence[str]]) -> Optional[List[str]]:
+    """Repeatable, comma-separated flag values → one list (None when the flag was not given)."""
+    if values is None:
+        return None
+    return [item.strip() for value in values for item in value.split(",") if item.strip()]

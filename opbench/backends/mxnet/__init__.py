@@ -1,0 +1,159 @@
+"""opbench's MXNet backend: an adapter over opbench's MXNet modules (registry, categories,
+rules, cases, mxnet_backend, api), which stay where they are for now.
+
+Case keys are exactly those of opbench.cases.generate_cases, so MXNet reports from before the
+backends existed still compare (tests/opbench/data/mxnet_case_keys.txt holds the full list).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from typing import List
+
+from benchcore.errors import UsageError
+
+from ..base import OperatorInfo, Plan, split
+
+NAME = "mxnet"
+ENGINES = ("native", "python")
+#: A worker is restarted after a case that leaves it above this resident memory. MXNet keeps
+#: the largest temporary workspace and MKLDNN caches for the life of the process: the 2-D
+#: Convolution case at (32,3,256,256) leaves a worker at 0.74 GiB with its arrays freed (a
+#: fresh worker holds 0.2), and none of that is reused by the next case. The largest case,
+#: Deconvolution 2-D at (32,3,256,256), adds 1.9 GiB on top of whatever the worker holds
+#: (2.07 GiB fresh, 2.62 after that Convolution case), and the parent holds about 0.35 GiB;
+#: so the limit must stay below 3 - 1.9 - 0.35 GiB for the full sweep to stay under 3 GiB in
+#: any case order. 0.7 GiB restarts the worker after the heavy cases only (metrics
+#: rss_before/peak/after_bytes show it per case).
+WORKER_MEMORY_LIMIT_GB = 0.7
+
+
+class MXNetBackend:
+    name = NAME
+    engines = ENGINES
+    default_output_stem = "mxnet_operator_benchmarks"
+    memory_limit_gb = WORKER_MEMORY_LIMIT_GB
+
+    @property
+    def suite(self):
+        from opbench.suite import SUITE
+
+        return SUITE
+
+    @property
+    def dtypes(self):
+        from opbench.api import DTYPES
+
+        return DTYPES
+
+    @property
+    def categories(self):
+        from opbench.categories import CATEGORIES
+
+        return CATEGORIES
+
+    # ------------------------------------------------------------------ flags
+
+    def check(self, args) -> str:
+        """--ctx (MXNet's device flag), --dtype, --int64-tensor, --category; torch's own flags refused."""
+        from opbench.api import check_ctx, int64_tensor_flag
+
+        for flag, value in (("--device", args.device), ("--size-target", args.size_target),
+                            ("--manifest", args.manifest)):
+            if value is not None:
+                hint = " (MXNet takes --ctx cpu, gpu or gpu(N))" if flag == "--device" else ""
+                raise UsageError(f"{flag} is a --framework torch flag{hint}; add --framework torch or drop it")
+        if args.dtype not in self.dtypes:
+            raise UsageError(f"--dtype {args.dtype} is not one MXNet's sweep runs; choose from {', '.join(self.dtypes)}")
+        for name in split(args.category) or ():
+            if name not in self.categories:
+                raise UsageError(f"unknown category {name!r}; choose from {', '.join(self.categories)}")
+        args.large = int64_tensor_flag(args.int64_tensor or "off")
+        return check_ctx(args.ctx or "cpu")
+
+    # ------------------------------------------------------------------ operators
+
+    def scan(self, args, device: str) -> List[OperatorInfo]:
+        from opbench import categories, registry
+
+        return [OperatorInfo(info.name, categories.category_of(info.name), info.reason if not info.selected else None)
+                for info in registry.scan()]
+
+    def knows(self, name: str) -> bool:
+        from opbench import registry
+
+        return registry.get(name) is not None
+
+    def plan(self, args, device: str) -> Plan:
+        """What a run with these flags measures (the one selection behind the sweep and --list)."""
+        from benchcore.cli import parse_shard, shard_specs
+
+        from opbench.cases import generate_cases
+
+        _check_names(split(args.ops))
+        specs, skipped = generate_cases(ops=split(args.ops), categories=split(args.category), dtype=args.dtype,
+                                        ctx=device, int64_tensor=args.large, run_backward=True, seed=args.seed,
+                                        tiny=args.tiny)
+        specs, skipped, excluded = exclude_specs(specs, skipped, split(args.exclude))
+        settings = {"ctx": device, "int64_tensor": args.int64_tensor or "off"}
+        return Plan(shard_specs(specs, parse_shard(args.shard)), skipped, excluded, {}, settings)
+
+    def list_operators(self, args, device: str) -> int:
+        from .listing import list_operators
+
+        return list_operators(self, args, device)
+
+    # ------------------------------------------------------------------ reports
+
+    def environment_extra(self, args) -> dict:
+        return {"threads": args.threads, "engine": args.profiler, "seed": args.seed,
+                "timer": "mxnet-profiler" if args.profiler == "native" else "perf_counter"}
+
+    def to_markdown(self, report) -> str:
+        from opbench.views import to_markdown
+
+        return to_markdown(report)
+
+
+def _check_names(ops) -> None:
+    """A PyTorch name given to the MXNet sweep gets its MXNet equivalent in the error."""
+    from opbench import registry
+    from opbench.cases import PY_WRAPPERS
+    from opbench.equivalents import mxnet_for
+
+    for name in ops or ():
+        if set("*?[") & set(name) or registry.get(name) is not None or name in PY_WRAPPERS:
+            continue
+        equivalent = mxnet_for(name)
+        if equivalent:
+            raise UsageError(f"{name} is a PyTorch operator; MXNet's equivalent is {equivalent} "
+                             f"(opbench --ops {equivalent}, or --framework torch --ops {name})")
+        from ..torch import BACKEND as TORCH
+
+        if TORCH.knows(name) and not registry.suggest(name):
+            raise UsageError(f"{name} is a PyTorch operator, not an MXNet one; add --framework torch")
+
+
+def exclude_specs(specs, skipped, patterns):
+    """Drop the operators matching `patterns` → (specs, skipped, excluded operator names).
+
+    An excluded operator leaves both lists: one without cases is not reported as lacking a
+    benchmark when the user asked to leave it out.
+    """
+    if not patterns:
+        return list(specs), list(skipped), []
+    from opbench import registry
+
+    for pattern in patterns:
+        if not set("*?[") & set(pattern) and registry.get(pattern) is None:
+            close = registry.suggest(pattern)
+            hint = f"did you mean {', '.join(close)}?" if close else "see opbench --list --all"
+            raise UsageError(f"--exclude: unknown operator {pattern!r}; {hint}")
+    dropped = lambda op: any(fnmatch.fnmatchcase(op, pattern) for pattern in patterns)  # noqa: E731
+    kept = [spec for spec in specs if not dropped(spec.params.get("op", spec.name))]
+    kept_skipped = [(op, reason) for op, reason in skipped if not dropped(op)]
+    excluded = {spec.params.get("op", spec.name) for spec in specs} | {op for op, _ in skipped}
+    return kept, kept_skipped, sorted(op for op in excluded if dropped(op))
+
+
+BACKEND = MXNetBackend()

@@ -1,0 +1,28 @@
+"""The torch backend's declaration to benchcore: opbench's Suite with the torch executor and
+its rounds' combiner (the same headline figures: profiler phases with per-call times for the
+native engine, Measurements for the python engine; benchcore compares, charts and merges them
+as it does MXNet's)."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import List
+
+from benchcore.rounds import combine_metrics
+
+from opbench.suite import PROFILER_RULES, SUITE as MXNET_SUITE, recompute_averages, without_derived
+
+EXECUTOR = "opbench.backends.torch.executor:execute"
+#: per-operator rows of a phase's profiler block add up over rounds
+RULES = {**PROFILER_RULES, "self_ms": sum, "peak_bytes": max}
+
+
+def combine_rounds(per_round: List[dict]) -> dict:
+    """A case's rounds as one metrics dict: samples and per-call times joined (round boundaries
+    kept), counters summed, averages recomputed from the joined figures."""
+    combined = combine_metrics([without_derived(m) for m in per_round], RULES, sample_lists=("per_call_ms",))
+    recompute_averages(combined)
+    return combined
+
+
+SUITE = dataclasses.replace(MXNET_SUITE, executor=EXECUTOR, frameworks=("torch",), combine_rounds=combine_rounds)

@@ -1,0 +1,67 @@
+"""The Markdown view of a PyTorch opbench report (the JSON report is the source of truth)."""
+
+from __future__ import annotations
+
+from typing import List
+
+from benchcore.report import CaseResult, Report
+
+from opbench.views import MISSING, _fmt, _inputs_text, _sampling_text, _table
+
+HEADERS = ["Operator", "Category", "Inputs", "Fwd Median (ms)", "Fwd IQR (ms)", "Bwd Median (ms)", "Bwd IQR (ms)"]
+_QUANTITY = {
+    "native": "Times: torch.profiler's time of the operators inside each call (CPU: their inclusive CPU time; "
+              "CUDA: their kernels' device time), in ms.",
+    "python": "Times: wall clock around each call, bracketed by a device sync (CUDA events on a CUDA device), in ms.",
+}
+
+
+def _row(result: CaseResult, rounds: bool) -> list:
+    """Median and IQR per phase of the suite's headline figures (opbench.suite.timings)."""
+    from opbench.suite import timings
+
+    found = timings(result)
+    measurements = {phase: found[phase].measurement if phase in found else None for phase in ("forward", "backward")}
+    row = [result.spec.name, result.spec.params.get("category") or "-", _inputs_text(result)]
+    for phase, m in measurements.items():
+        row += [_fmt(found[phase].center_ms) if phase in found else MISSING, _fmt(m.iqr) if m else MISSING]
+    if rounds:
+        spread = measurements["forward"].round_spread if measurements["forward"] else None
+        row.append(MISSING if spread is None else f"{spread * 100:.1f}%")
+    return row
+
+
+def _ordered(results: List[CaseResult]) -> List[CaseResult]:
+    return sorted(results, key=lambda r: (r.spec.name, r.spec.key))
+
+
+def to_markdown(report: Report) -> str:
+    """Environment, results, failures, skipped cases, entries without a benchmark."""
+    settings = report.settings
+    engine = settings.get("profiler", "native")
+    torch = report.environment.get("torch") or {}
+    manifest = settings.get("manifest") or {}
+    rounds = (settings.get("rounds") or {}).get("rounds", 1) > 1
+    ok = [r for r in _ordered(report.results) if r.ok]
+    parts = ["# PyTorch operators", "",
+             f"torch {torch.get('version', '?')}, {torch.get('threads', '?')} threads; engine {engine}; dtype "
+             f"{settings.get('dtype', '?')}; device {settings.get('device', '?')}; {_sampling_text(settings)}. "
+             f"{_QUANTITY.get(engine, '')} Inputs: OpInfo's samples scaled to about {manifest.get('size_target', '?')} "
+             f"elements (manifest {manifest.get('path', '?')}, sha256 {str(manifest.get('sha256', '?'))[:12]}). "
+             f"`{MISSING}`: not measured (the JSON report says why under `missing`).", ""]
+    headers = HEADERS + (["Fwd Round Spread"] if rounds else [])
+    parts += [_table([_row(r, rounds) for r in ok], headers) if ok else "(no case was measured)", ""]
+    failures = [r for r in _ordered(report.results) if r.status in ("failed", "crashed", "timeout")]
+    if failures:
+        parts += ["## Failures", "", _table([[r.spec.name, r.status, (r.error or "").replace("|", "\\|")[:300]]
+                                             for r in failures], ["Operator", "Status", "Error"]), ""]
+    skipped = [r for r in _ordered(report.results) if r.status == "skipped"]
+    if skipped:
+        parts += ["## Skipped cases", "", _table([[r.spec.name, r.error or ""] for r in skipped],
+                                                 ["Operator", "Reason"]), ""]
+    uncovered = report.extra.get("no_benchmark") or []
+    if uncovered:
+        parts += ["## OpInfo entries without a benchmark", "",
+                  _table([[i.get("op"), (i.get("reason") or "").replace("|", "\\|")] for i in uncovered],
+                         ["Operator", "Reason"]), ""]
+    return "\n".join(parts)

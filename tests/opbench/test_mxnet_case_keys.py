@@ -1,0 +1,25 @@
+"""The MXNet sweep's case keys are what they were before the backends: old reports still compare.
+
+data/mxnet_case_keys.txt is the full key list of `generate_cases()` (float32, cpu(0), seed 41,
+the standard profile), stored when the backend protocol was introduced; the sweep's plan (the
+MXNet backend, as `opbench` runs it) must give exactly these keys.
+"""
+
+from argparse import Namespace
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("mxnet")
+
+from opbench.backends.mxnet import BACKEND  # noqa: E402
+
+STORED = Path(__file__).parent / "data" / "mxnet_case_keys.txt"
+
+
+def test_the_mxnet_sweep_keeps_its_case_keys():
+    args = Namespace(ops=None, category=None, exclude=None, dtype="float32", seed=41, tiny=False, shard=None,
+                     ctx=None, device=None, size_target=None, manifest=None, int64_tensor=None)
+    device = BACKEND.check(args)
+    keys = sorted(spec.key for spec in BACKEND.plan(args, device).specs)
+    assert keys == STORED.read_text().splitlines()
