@@ -9,14 +9,13 @@ import fnmatch
 import json
 import math
 
+import mxnet as mx
+import numpy as np
 import pytest
 
-mx = pytest.importorskip("mxnet")
-np = pytest.importorskip("numpy")
-
-from benchcore.case import CaseSpec  # noqa: E402
-from benchcore.errors import UsageError  # noqa: E402
-from opbench import cases, gradients, registry, rules  # noqa: E402
+from benchcore.case import CaseSpec
+from benchcore.errors import UsageError
+from opbench import cases, gradients, registry, rules
 
 TINY_SPECS, TINY_SKIPPED = cases.generate_cases(tiny=True)
 BY_OP = {}
