@@ -43,7 +43,6 @@ measured (benchcore.environment.flush_probe), with the Python thread's MXCSR bit
 from __future__ import annotations
 
 import os
-import signal
 import time
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional
@@ -62,12 +61,6 @@ ENGINES = ("native", "python")
 #: import is not billed to the first case's timeout and wall time.
 WORKER_PRELOAD = ("mxnet",)
 
-#: Test-only hooks, never set outside tests. When one names the case (its operator, or
-#: `op[variant]` for a single case), the worker kills itself with SIGKILL in the middle of the
-#: case (CRASH), or sleeps for a minute (HANG), so tests can check that a sweep survives a
-#: crashing worker and resumes after an interruption.
-CRASH_HOOK_ENV = "OPBENCH_TEST_CRASH_OP"
-HANG_HOOK_ENV = "OPBENCH_TEST_HANG_OP"
 
 def _sync() -> None:
     import mxnet as mx
@@ -315,18 +308,6 @@ def add_opperf_keys(metrics: dict, op: str, engine: str, device: str, backward_r
 # The executor
 
 
-def _test_hooks(spec: CaseSpec) -> None:
-    """The test-only hooks (CRASH_HOOK_ENV, HANG_HOOK_ENV)."""
-    op = spec.params.get("op", spec.name)
-    names = {op, f"{op}[{spec.params.get('variant')}]"}
-    if os.environ.get(CRASH_HOOK_ENV) in names:
-        os.kill(os.getpid(), signal.SIGKILL)
-    if os.environ.get(HANG_HOOK_ENV) in names:
-        import time
-
-        time.sleep(60)
-
-
 def _backward_decision(spec: CaseSpec, settings: RunSettings) -> Optional[str]:
     """None when backward runs, else why not."""
     if not settings.run_backward:
@@ -358,7 +339,6 @@ def execute(spec: CaseSpec, options: dict) -> dict:
     materialized = materialize(spec, ctx=ctx)
     backward_reason = _backward_decision(spec, settings)
     workload = build_workload(materialized, backward_reason is None, device=ctx.device_type)
-    _test_hooks(spec)
     metrics = measure(workload, settings, engine, op, ctx, backward_reason)
     metrics["inputs"] = describe_inputs(spec)
     metrics["input_bytes"] = sum(_nbytes(a) for a in _arrays(materialized.args) + _arrays(materialized.kwargs))

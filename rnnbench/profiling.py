@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import datetime
 import json
-import os
 import shutil
 import sys
 import time
@@ -37,8 +36,6 @@ DEFAULT_OUTPUT_DIR = "~/profout"
 #: 3.3 ms, then 0.2-0.3 ms from the fourth call (s4-l1-i8-h8-b2; at fastrnns' sizes 1228, 404,
 #: 297, then about 250 ms). 5 leaves a margin and matches fastrnns' profiled nloops.
 DEFAULT_WARMUP = 5
-#: Tests only: pretend the GPU has this compute capability ("8.0"), as this machine has none.
-FAKE_CAPABILITY_ENV = "RNNBENCH_FAKE_COMPUTE_CAPABILITY"
 
 
 # --------------------------------------------------------------------------------------------
@@ -65,11 +62,7 @@ def prepare_output_dir(path) -> Path:
 
 
 def compute_capability() -> Optional[Tuple[int, int]]:
-    """The current GPU's compute capability, None without CUDA. FAKE_CAPABILITY_ENV overrides."""
-    fake = os.environ.get(FAKE_CAPABILITY_ENV)
-    if fake:
-        major, _, minor = fake.partition(".")
-        return int(major), int(minor or 0)
+    """The current GPU's compute capability, None without CUDA."""
     import torch
 
     if not torch.cuda.is_available():

@@ -2,6 +2,7 @@
 gate), output to stdout or files, and one-line errors for bad input."""
 
 import json
+import math
 import subprocess
 import sys
 from pathlib import Path
@@ -9,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from benchcore.commands import main
+from benchcore.stats import Measurement
 from opbench.suite import SUITE as OPBENCH
 from rnnbench.suite import SUITE as RNNBENCH
 from tests.benchcore.test_compare import ENV, make_report, op_result, samples
@@ -184,7 +186,48 @@ def test_compare_real_rnnbench_sweeps(tmp_path):
     assert [c["name"] for c in data["cases"]] == ["cudnn"]
     assert {m["metric"] for m in data["cases"][0]["metrics"]} == {"forward", "backward"}
     assert all(m["basis"] == "rounds" and m["rounds_base"] == 3 for m in data["cases"][0]["metrics"])
-    assert data["cases"][0]["verdict"] in ("faster", "slower", "same", "noisy")
+    # two real runs may differ either way; the same run made far slower or faster than its own
+    # rounds disagree may not
+    far = far_beyond_noise(tmp_path / "a.json")
+    for factor, verdict in ((far, "slower"), (1 / far, "faster")):
+        scaled = scaled_report(tmp_path / "a.json", factor, tmp_path / f"{verdict}.json")
+        assert main(RNNBENCH, ["compare", str(tmp_path / "a.json"), str(scaled), "-f", "json",
+                               "-o", str(tmp_path / f"cmp-{verdict}.json")]) == 0
+        (case,) = json.loads((tmp_path / f"cmp-{verdict}.json").read_text())["cases"]
+        assert case["verdict"] == verdict and case["ratio"] == pytest.approx(factor)
+        assert [(m["metric"], m["verdict"]) for m in case["metrics"]] == [("forward", verdict), ("backward", verdict)]
+        assert all(m["p_value"] < 0.05 and m["ratio"] == pytest.approx(factor) for m in case["metrics"])
+
+
+def far_beyond_noise(path) -> float:
+    """A slowdown factor no between-round noise of this report can hide from compare's test.
+
+    Round medians spread over R = ln(max/min) (per forward/backward Measurement, the largest)
+    have a standard deviation of at most R/sqrt(3) on the log scale, so ln(factor) = 10 R + ln 10
+    puts Welch's t on 3 vs 3 rounds above 20 (p < 0.001) whatever R is; R = 0 gives 10. On a
+    loaded 2-core machine the rounds of a tiny LSTM were seen 20x apart, where a fixed 1000x
+    was not significant."""
+    spread = 0.0
+    for result in json.loads(Path(path).read_text())["results"]:
+        for metric in ("forward", "backward"):
+            block = (result.get("metrics") or {}).get(metric)
+            if block:
+                medians = Measurement.from_dict(block).round_medians
+                spread = max(spread, math.log(max(medians) / min(medians)))
+    return math.exp(10 * spread + math.log(10))
+
+
+def scaled_report(path, factor: float, out):
+    """A copy of a report with every forward/backward sample multiplied by `factor`: the same
+    run, `factor` times slower. Statistics are derived from the samples, so nothing else changes."""
+    data = json.loads(Path(path).read_text())
+    for result in data["results"]:
+        for metric in ("forward", "backward"):
+            block = (result.get("metrics") or {}).get(metric)
+            if block:
+                block["samples_ms"] = [sample * factor for sample in block["samples_ms"]]
+    Path(out).write_text(json.dumps(data))
+    return out
 
 
 def test_compare_real_opbench_sweeps_and_the_ci_gate(tmp_path):

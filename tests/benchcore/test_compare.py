@@ -1,6 +1,7 @@
 """compare: the U test against scipy, verdicts on sample sets with known answers, geomeans,
 environment checks, opperf-only averages, Markdown/JSON views."""
 
+import dataclasses
 import json
 import math
 
@@ -9,13 +10,13 @@ import pytest
 from scipy.stats import mannwhitneyu, ttest_ind
 
 from benchcore.case import CaseSpec
-from benchcore.compare import compare as _compare, geometric_mean
+from benchcore.compare import Evidence, compare as _compare, compare_timings, geometric_mean
 from benchcore.environment import environment_differences
 from benchcore.errors import UsageError
 from benchcore.report import CaseResult, Report
 from benchcore.stats import Measurement, VariancePrior, mann_whitney, t_on_logs
 from benchcore.suite import Suite
-from benchcore.timing import from_average, from_measurement, from_profiler_phase
+from benchcore.timing import Timing, from_average, from_measurement, from_profiler_phase, sampled
 from benchcore.views import comparison_markdown
 
 
@@ -645,3 +646,234 @@ def test_the_drift_and_prior_reach_the_json():
     result = compare(sweep([1.0] * 40, 1.0, 1.0, seed=13), sweep([1.0] * 40, 1.05, 1.05, seed=14))
     data = json.loads(result.to_json())
     assert data["drift"]["basis"] == "machine" and data["variance_prior"]["variance"] > 0
+
+
+# --------------------------------------------------------------------------- whole records
+# Pinned by mutation testing (scripts/mutation): each record is compared whole, so a changed
+# field, bound, formula or reason in the verdict rules fails a test.
+
+
+def timing(samples_ms, resolution_ms=0.0, round_sizes=None):
+    return sampled(list(samples_ms), "samples", resolution_ms, round_sizes)
+
+
+def two_per_round(medians):
+    """A Timing of rounds with two equal samples each: round medians exactly `medians`."""
+    return timing([m for m in medians for _ in range(2)], round_sizes=[2] * len(medians))
+
+
+def record(metric, **fields):
+    """A MetricComparison as a dict: compare_timings' defaults plus `fields`."""
+    defaults = dict(metric=metric, base_ms=None, new_ms=None, ratio=None, verdict="noisy", basis="rounds",
+                    statistic="median of round medians", p_value=None, test_method=None, n_base=None, n_new=None,
+                    rounds_base=None, rounds_new=None, ratio_low=None, ratio_high=None, ratio_vs_machine=None,
+                    reason="")
+    return {**defaults, **fields}
+
+
+def judged(metric, base, new, threshold=0.05, alpha=0.05):
+    return dataclasses.asdict(compare_timings(metric, base, new, Evidence(threshold, alpha)))
+
+
+def test_the_record_of_a_slowdown_on_rounds():
+    base, new = [2.0, 2.2, 1.8], [4.0, 4.4, 3.6]
+    test = t_on_logs(base, new)
+    assert judged("backward", two_per_round(base), two_per_round(new)) == record(
+        "backward", base_ms=2.0, new_ms=4.0, ratio=2.0, verdict="slower", p_value=test.p_value,
+        test_method="t-log", n_base=6, n_new=6, rounds_base=3, rounds_new=3,
+        ratio_low=test.ratio_ci95[0], ratio_high=test.ratio_ci95[1],
+        reason=f"change +100.0%, t-test on log round medians p={test.p_value:.3g} < 0.05 "
+               "(3 vs 3 rounds; between-round spread 20.0% vs 20.0%)")
+    # a p-value equal to alpha does not confirm the change
+    at_alpha = judged("backward", two_per_round(base), two_per_round(new), alpha=test.p_value)
+    assert at_alpha["verdict"] == "noisy" and at_alpha["reason"].startswith(
+        f"change +100.0% not confirmed: t-test on log round medians p={test.p_value:.3g} ≥ {test.p_value:g} (3 vs 3")
+
+
+@pytest.mark.parametrize("side", ["base", "new"])
+def test_a_round_median_of_zero_on_either_side_leaves_no_ratio(side):
+    zero, level = two_per_round([0.0, 1.0, 1.0]), two_per_round([1.0, 1.0, 1.0])
+    base, new = (zero, level) if side == "base" else (level, zero)
+    assert judged("forward", base, new) == record(
+        "forward", base_ms=1.0, new_ms=1.0, n_base=6, n_new=6, rounds_base=3, rounds_new=3,
+        reason="a round median of 0 ms: the ratio is undefined")
+
+
+def test_rounds_on_one_side_only_are_judged_on_one_process():
+    assert judged("forward", two_per_round([1.0, 1.0, 1.0]), timing([1.0] * 6))["basis"] == "one-process"
+
+
+def test_the_record_of_one_process_with_confidence_intervals():
+    base = [1.0] * 4 + [1.1] * 6
+    new = [2.0] * 4 + [2.2] * 6
+    p = mann_whitney(base, new).p_value
+    assert judged("forward", timing(base), timing(new)) == record(
+        "forward", base_ms=1.1, new_ms=2.2, ratio=2.0, verdict="slower", basis="one-process", statistic="median",
+        p_value=p, test_method="mann-whitney", n_base=10, n_new=10, rounds_base=1, rounds_new=1,
+        ratio_low=2.0 / 1.1, ratio_high=2.2 / 1.0,
+        reason=f"change +100.0%, Mann-Whitney U on the samples p={p:.3g} < 0.05 (10 vs 10 samples from one process "
+               "per side, which cannot separate process noise from a change (time with --rounds))")
+
+
+def test_a_median_of_zero_on_either_side_leaves_no_ratio():
+    for base, new in (([0.0] * 5, [1.0] * 5), ([1.0] * 5, [0.0] * 5)):
+        got = judged("forward", timing(base), timing(new))
+        assert (got["ratio"], got["verdict"], got["reason"]) == (None, "noisy", "a median of 0 ms; the ratio is undefined")
+
+
+def test_one_side_without_a_confidence_interval_gives_no_ratio_bounds():
+    # new: 4 samples, no interval; base: an interval whose lower bound is 0 ms (no division by it)
+    for base, new in (([1.0] * 10, [1.0] * 4), ([0.0] * 3 + [5.0] * 5, [5.0] * 8)):
+        got = judged("forward", timing(base), timing(new))
+        assert (got["ratio_low"], got["ratio_high"]) == (None, None), (base, new)
+
+
+def test_three_samples_a_side_are_enough_two_are_not():
+    enough = judged("forward", timing([1.0] * 3), timing([2.0] * 3))
+    assert enough["p_value"] == mann_whitney([1.0] * 3, [2.0] * 3).p_value and enough["verdict"] == "slower"
+    for base, new in (([1.0] * 2, [2.0] * 10), ([1.0] * 10, [2.0] * 2)):
+        got = judged("forward", timing(base), timing(new))
+        n_base, n_new = len(base), len(new)
+        assert got["reason"] == f"too few samples ({n_base} vs {n_new}; need at least 3 each)" and got["p_value"] is None
+
+
+def test_same_without_intervals_needs_spreads_strictly_inside_the_threshold():
+    at_threshold = [19.0, 19.5, 20.0, 20.5, 21.0]  # IQR / median = 1 / 20: exactly 5%
+    got = judged("forward", timing(at_threshold), timing(at_threshold))
+    assert got["verdict"] == "noisy" and got["reason"] == (
+        "change +0.0%, but with fewer than 6 samples a side there is no confidence interval, and the IQR/median of "
+        "the samples is not under ±5%")
+
+
+def test_same_when_the_bounds_reach_past_the_threshold_on_one_side_only():
+    base, new = [1.0] * 10, [0.9] * 4 + [1.0] * 6  # ratio 1, bounds 0.9 to 1.0: never slower
+    got = judged("forward", timing(base), timing(new))
+    assert (got["ratio_low"], got["ratio_high"], got["verdict"]) == (0.9, 1.0, "same")
+    assert got["reason"] == ("change +0.0% within ±5% (10 vs 10 samples from one process per side, which cannot "
+                             "separate process noise from a change (time with --rounds))")
+
+
+def test_the_clock_step_reason_gives_the_change_in_microseconds():
+    got = judged("forward", timing([0.010] * 10, 0.001), timing([0.011004] * 10, 0.001))
+    assert got["verdict"] == "noisy" and got["reason"] == (
+        "change +10.0% is 1 µs, within 2 steps of the clock (1 µs each): not measurable")
+
+
+def test_the_records_of_threshold_only_verdicts():
+    four = timing([1.0, 1.0, 1.0, 1.0])
+    assert judged("forward", four, from_average(1.5)) == record(
+        "forward", base_ms=1.0, new_ms=1.5, ratio=1.5, verdict="slower", basis="threshold-only", statistic="mean",
+        n_base=4, reason="change +50.0%; no raw samples, so the verdict rests on the threshold alone")
+    assert judged("forward", from_average(2.0), four) == record(
+        "forward", base_ms=2.0, new_ms=1.0, ratio=0.5, verdict="faster", basis="threshold-only", statistic="mean",
+        n_new=4, reason="change -50.0%; no raw samples, so the verdict rests on the threshold alone")
+    # a median on one side and a mean on the other: the median stands in for the missing mean
+    median_only = Timing(None, 2.0, None, "summary")
+    got = judged("forward", median_only, from_average(2.0))
+    assert (got["statistic"], got["base_ms"], got["verdict"]) == ("mean", 2.0, "same")
+    for b, n in ((0.0, 1.0), (1.0, 0.0), (None, 1.0)):
+        base = from_average(b) if b is not None else Timing(None, None, None, "summary")
+        got = judged("forward", base, from_average(n))
+        assert (got["ratio"], got["verdict"], got["reason"]) == (
+            None, "noisy", "no raw samples, and a zero or missing average; nothing to compare"), (b, n)
+
+
+def test_a_change_exactly_at_the_threshold_is_within_it():
+    assert judged("forward", from_average(1.0), from_average(1.25), threshold=0.25)["verdict"] == "same"
+    # 0.75 = 1 / (1 + t) exactly in floating point for this t: the lower bound, also within
+    assert judged("forward", from_average(1.0), from_average(0.75), threshold=0.33333333333333326)["verdict"] == "same"
+
+
+def test_unmeasured_matched_cases_say_why_in_one_line():
+    long_line = "x" * 130
+    base = make_report([op_result("a", samples(1.0)), op_result("b", samples(1.0)), op_result("c", None, status="crashed"),
+                        op_result("d", samples(1.0)), op_result("e", samples(1.0))])
+    b_failed = op_result("b", None, status="failed")
+    b_failed.error = "Traceback\n  first\nsecond\nValueError: last line"
+    d_failed = op_result("d", None, status="failed")
+    d_failed.error = f"{long_line}\n"
+    e_failed = op_result("e", None, status="failed")
+    e_failed.error = " \n "
+    new = make_report([op_result("a", samples(1.0), bwd=samples(1.0)), b_failed, op_result("c", None, status="failed"),
+                       d_failed, e_failed])
+    new.results[0].metrics.pop("forward")  # a: backward only in new, forward only in base
+    result = compare(base, new)
+    assert not result.cases
+    brief = {r.spec.name: {"key": r.spec.key, "name": r.spec.name, "label": r.spec.name} for r in base.results}
+    assert result.unmeasured == [
+        {**brief["a"], "base_status": "ok", "new_status": "ok", "reason": "no timing present in both reports"},
+        {**brief["b"], "base_status": "ok", "new_status": "failed", "reason": "new: failed (ValueError: last line)"},
+        {**brief["c"], "base_status": "crashed", "new_status": "failed", "reason": "base: crashed; new: failed"},
+        {**brief["d"], "base_status": "ok", "new_status": "failed", "reason": f"new: failed ({'x' * 120})"},
+        {**brief["e"], "base_status": "ok", "new_status": "failed", "reason": "new: failed ()"},
+    ]
+
+
+def test_a_metric_only_one_side_has_is_left_out_and_a_ratio_needs_every_metric():
+    base = make_report([op_result("exp", samples(1.0), bwd=samples(2.0)), opperf_result("log", 1.0, 0.0)])
+    new = make_report([op_result("exp", samples(1.0)), opperf_result("log", 1.0, 1.0)])
+    exp, log = compare(base, new).cases
+    assert [m.metric for m in exp.metrics] == ["forward"] and exp.key == base.results[0].spec.key
+    assert [m.ratio for m in log.metrics] == [1.0, None] and log.ratio is None  # backward 0 ms in base: no ratio
+
+
+def test_the_comparison_record_and_its_json():
+    base = make_report([op_result("exp", samples(1.0)), op_result("gone", samples(1.0))])
+    new = make_report([op_result("exp", samples(1.0)), op_result("added", samples(1.0))], env=dict(ENV, numpy="1.26.0"))
+    result = compare(base, new, allow_env_mismatch=True)
+    result.base_source, result.new_source = "a.json", "b.json"
+    data = result.to_dict()
+    assert list(data) == ["schema", "suite", "threshold", "alpha", "base", "new", "env_differences",
+                          "env_mismatch_allowed", "bases", "summary", "cases", "only_in_base", "only_in_new",
+                          "unmeasured", "gate"]
+    assert {k: data[k] for k in ("schema", "suite", "threshold", "alpha", "base", "new", "env_mismatch_allowed",
+                                 "bases", "gate", "unmeasured")} == {
+        "schema": "benchcore-comparison", "suite": "opbench", "threshold": 0.05, "alpha": 0.05, "base": "a.json",
+        "new": "b.json", "env_mismatch_allowed": True, "bases": ["one-process"], "gate": None, "unmeasured": []}
+    assert [d["key"] for d in data["env_differences"]] == ["numpy"]
+    assert data["only_in_base"] == [{"key": base.results[1].spec.key, "name": "gone", "label": "gone", "status": "ok"}]
+    assert data["only_in_new"] == [{"key": new.results[1].spec.key, "name": "added", "label": "added", "status": "ok"}]
+    assert result.to_json() == json.dumps(data, indent=2)
+    result.cases[0].ratio = math.nan  # JSON has no NaN: refused, not written as an invalid file
+    with pytest.raises(ValueError):
+        result.to_json()
+
+
+def test_threshold_and_alpha_are_open_intervals():
+    for kwargs in ({"threshold": 1.0}, {"threshold": 1.5}, {"alpha": 0.0}, {"alpha": 1.0}):
+        with pytest.raises(UsageError):
+            compare(make_report([]), make_report([]), **kwargs)
+
+
+@pytest.mark.parametrize("side", ["base", "new"])
+def test_a_case_twice_in_one_report_is_refused_naming_the_report(side):
+    twice, once = make_report([op_result("exp", samples(1.0))] * 2), make_report([op_result("exp", samples(1.0))])
+    base, new = (twice, once) if side == "base" else (once, twice)
+    with pytest.raises(UsageError, match=rf"^the {side} report holds case .* twice; merge shards with the merge command"):
+        compare(base, new)
+
+
+def test_geometric_mean_leaves_out_missing_and_non_positive_ratios():
+    assert geometric_mean([None, 0.0, -1.0, 2.0, 8.0]) == pytest.approx(4.0)
+    assert geometric_mean([None, 0.0]) is None
+
+
+def test_the_gate_counts_slowdowns_strictly_above_its_limit():
+    base = make_report([rounds_like("exp", [2.0, 2.2, 1.8])])
+    for factor, above_100 in ((2.0, False), (1.995, False), (2.01, True)):
+        new = make_report([rounds_like("exp", [2.0 * factor, 2.2 * factor, 1.8 * factor])])
+        result = compare(base, new)
+        (case,) = result.cases
+        assert case.verdict == "slower" and case.worst_slowdown == pytest.approx(factor)
+        assert [c.label for c in result.regressions(100)] == (["exp"] if above_100 else []), factor
+        assert [c.label for c in result.regressions(99)] == ["exp"]
+    new = make_report([rounds_like("exp", [4.0, 4.4, 3.6])])  # exactly twice as slow
+    assert compare(base, new).gate_verdict(50) == {"fail_above_pct": 50, "passed": False, "only_in_base": 0,
+                                                   "slower": [{"label": "exp", "slowdown_pct": 100.0}], "broken": []}
+
+
+def rounds_like(name, medians):
+    """A case whose forward Measurement has three rounds of two equal samples: round medians `medians`."""
+    result = op_result(name, None)
+    result.metrics["forward"] = Measurement.from_rounds([[m, m] for m in medians]).to_dict()
+    return result

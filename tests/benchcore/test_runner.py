@@ -151,11 +151,11 @@ def test_bad_settings_are_usage_errors(kwargs):
         RunSettings(**kwargs)
 
 
-def test_cuda_timer_without_cuda_is_a_clear_error():
+def test_cuda_timer_without_cuda_is_a_clear_error(monkeypatch):
+    import torch
+
     from benchcore.timers import timer_for
 
-    torch = pytest.importorskip("torch")
-    if torch.cuda.is_available():
-        pytest.skip("this machine has CUDA")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)  # also on a machine with CUDA
     with pytest.raises(UsageError, match="CUDA"):
         timer_for("cuda", lambda: None)

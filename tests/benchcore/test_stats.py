@@ -1,8 +1,12 @@
 import math
+import warnings
 
+import numpy as np
 import pytest
+from scipy.stats import ttest_ind
 
-from benchcore.stats import Measurement, median_confidence_ranks
+from benchcore import stats
+from benchcore.stats import Measurement, mann_whitney, median_confidence_ranks, round_sizes_of, welch_on_logs, within_step
 
 
 def test_statistics_match_hand_computed_values():
@@ -86,3 +90,63 @@ def test_round_trip_through_dict():
 def test_empty_measurement_is_refused():
     with pytest.raises(ValueError):
         Measurement([])
+
+
+# --------------------------------------------------------------------------- pinned by mutation testing
+# (scripts/mutation: each test below fails for an edit of stats.py that the others let through)
+
+
+def test_within_step_needs_a_known_step_and_includes_its_bound():
+    assert not within_step(0.0, 0.0)  # 0: no step known, even for no change
+    assert within_step(0.001 * (1 + 1e-6), 0.001)  # the bound itself, slack included
+    assert not within_step(0.0011, 0.001)
+
+
+def test_samples_are_kept_as_a_tuple_of_floats_and_one_is_needed():
+    m = Measurement([1, 2])
+    assert m.samples_ms == (1.0, 2.0) and all(type(s) is float for s in m.samples_ms)
+    with pytest.raises(ValueError, match="^a Measurement needs at least one sample$"):
+        Measurement([])
+
+
+def test_to_dict_holds_every_statistic_under_its_name():
+    assert Measurement([1, 2, 3, 4, 5, 6, 7, 8]).to_dict() == {
+        "unit": "ms", "n": 8, "mean_ms": 4.5, "std_ms": pytest.approx(2.449489742783178), "median_ms": 4.5,
+        "min_ms": 1.0, "max_ms": 8.0, "p50_ms": 4.5, "p90_ms": pytest.approx(7.3), "p99_ms": pytest.approx(7.93),
+        "iqr_ms": 3.5, "relative_iqr": pytest.approx(3.5 / 4.5), "median_ci95_ms": [1.0, 8.0], "noisy": True,
+        "samples_ms": [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0], "metadata": {}}
+
+
+def test_one_recorded_round_reads_as_no_rounds():
+    assert round_sizes_of({"round_sizes": [5]}) is None
+    assert round_sizes_of({"rounds": {"sizes": [5]}}) is None
+    assert round_sizes_of({"rounds": {"sizes": [2, 3]}}) == [2, 3]
+
+
+def test_a_confidence_reached_exactly_counts():
+    # n = 2: [x_(0), x_(1)] covers the median with probability 1 - 2 * 1/4 = 0.5 exactly
+    assert median_confidence_ranks(2, confidence=0.5) == (0, 1)
+
+
+def test_the_tests_name_themselves_and_give_their_interval():
+    assert mann_whitney([1.0, 1.0], [1.0, 1.0]) == stats.TestResult(1.0, "mann-whitney")
+    assert mann_whitney([1.0, 2.0, 3.0], [2.0, 3.0, 4.0]).method == "mann-whitney"
+    equal = welch_on_logs([2.0, 2.0], [4.0, 4.0])
+    assert equal == stats.TestResult(0.0, "welch-log", (pytest.approx(2.0), pytest.approx(2.0)))
+    varied = welch_on_logs([1.0, 1.1, 0.9], [2.0, 2.2, 1.8])
+    assert varied.method == "welch-log" and varied.ratio_ci95[0] < 2.0 < varied.ratio_ci95[1]
+
+
+def test_welch_with_one_side_that_never_varies_is_still_welchs_test():
+    """Only both sides constant make the point answer; one constant side is an ordinary Welch test
+    (scipy's precision warning about that side stays inside)."""
+    base, new = [2.0, 2.0, 2.0], [1.0, 2.0, 8.0]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        result = welch_on_logs(base, new)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        expected = ttest_ind(np.log(new), np.log(base), equal_var=False)
+    assert result.p_value == pytest.approx(float(expected.pvalue)) and 0 < result.p_value < 1
+    low, high = result.ratio_ci95
+    assert low < math.exp(np.log(new).mean() - np.log(base).mean()) < high

@@ -1,11 +1,10 @@
 """opperf's Python API names and shapes, on the real MXNet, at tiny sizes."""
 
+import mxnet as mx
 import pytest
 
-mx = pytest.importorskip("mxnet")
-
-from benchcore.errors import UsageError  # noqa: E402
-from opbench import api  # noqa: E402
+from benchcore.errors import UsageError
+from opbench import api
 
 FAST = {"warmup": 1, "runs": 3}
 

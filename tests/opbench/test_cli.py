@@ -1,4 +1,8 @@
-"""`python -m opbench` in subprocesses: flags, reports, bad input, a crashing worker, resume."""
+"""`python -m opbench` in subprocesses: flags, reports, bad input, a crashing worker, resume.
+
+Crashing and hanging workers come from the test side: `python -m tests.opbench.faults` is the
+real command line with an executor that faults on the case an environment variable names.
+"""
 
 import json
 import os
@@ -8,26 +12,32 @@ import sys
 import time
 from pathlib import Path
 
+import mxnet  # noqa: F401  (plainly: a broken MXNet fails these tests instead of skipping them)
 import pytest
 
-pytest.importorskip("mxnet")
-
-from benchcore.report import Report  # noqa: E402
-from opbench.views import opperf_view, to_markdown  # noqa: E402
+from benchcore.report import Report
+from opbench import cli
+from opbench.views import opperf_view, to_markdown
+from tests.opbench import faults
 
 ROOT = Path(__file__).resolve().parents[2]
 FAST = ["--tiny", "-w", "1", "-r", "2"]
+FAULTY = [sys.executable, "-m", "tests.opbench.faults"]
 
 
-def _env(**extra):
+def _env(crash=None, hang=None, **extra):
+    """This environment with the suite on the path and, for FAULTY runs, the case to fault on."""
     env = {**os.environ, "PYTHONPATH": str(ROOT), **extra}
-    env.pop("OPBENCH_TEST_CRASH_OP", None)
-    env.update(extra)
+    for name, case in ((faults.CRASH_ENV, crash), (faults.HANG_ENV, hang)):
+        env.pop(name, None)
+        if case:
+            env[name] = case
     return env
 
 
-def opbench(*args, cwd, env=None, timeout=120):
-    return subprocess.run([sys.executable, "-m", "opbench", *args], cwd=cwd, env=env or _env(),
+def opbench(*args, cwd, env=None, timeout=120, faulty=False):
+    command = FAULTY if faulty else [sys.executable, "-m", "opbench"]
+    return subprocess.run([*command, *args], cwd=cwd, env=env or _env(),
                           capture_output=True, text=True, timeout=timeout)
 
 
@@ -65,12 +75,28 @@ def test_sweep_writes_json_and_markdown(tmp_path):
 def test_python_engine_and_selection_flags(tmp_path):
     proc = opbench("--category", "rounding", "--exclude", "c*,fix", "-p", "python", "--dtype", "float64",
                    "--ctx", "cpu(0)", "--int64-tensor", "OFF", "--threads", "1", "--timeout", "60",
-                   "--seed", "7", "--no-isolation", *FAST, "-f", "md", cwd=tmp_path)
+                   "--seed", "7", "--rounds", "1", *FAST, "-f", "json,md", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     md = (tmp_path / "mxnet_operator_benchmarks.md").read_text()
     header = [cell.strip() for cell in md.split("# Benchmark Results")[1].split("\n| ")[1].split("|")]
     assert header[:6] == ["Operator", "Avg Time (ms)", "P50 Time (ms)", "P90 Time (ms)", "P99 Time (ms)", "Inputs"]
     assert "floor" in md and "ceil" not in md and "| fix" not in md
+    # each flag reaches the report: settings, environment, every case and the worker that ran it
+    report = Report.load(tmp_path / "mxnet_operator_benchmarks.json")
+    assert {key: report.settings[key] for key in ("profiler", "dtype", "threads", "seed", "timeout_s", "isolation")} == \
+        {"profiler": "python", "dtype": "float64", "threads": 1, "seed": 7, "timeout_s": 60, "isolation": True}
+    assert report.environment["threads"] == 1 and report.environment["seed"] == 7
+    assert report.environment["threads_env"]["OMP_NUM_THREADS"] == "1"  # what the workers inherited
+    assert report.results and all(r.status == "ok" for r in report.results)
+    assert {(r.spec.params["seed"], r.spec.params["dtype"], r.metrics["engine"], r.metrics["threads"])
+            for r in report.results} == {(7, "float64", "python", 1)}
+    # the seed draws the inputs: the same case at the default seed starts from other values
+    from opbench.cases import generate_cases, materialize
+
+    floor7 = next(r.spec for r in report.results if r.spec.name == "floor")
+    floor41 = generate_cases(ops=["floor"], dtype="float64", tiny=True)[0][0]
+    assert floor41.params["seed"] == 41
+    assert not (materialize(floor7).arrays["data"].asnumpy() == materialize(floor41).arrays["data"].asnumpy()).all()
 
 
 def test_default_output_and_overwrite(tmp_path):
@@ -169,8 +195,8 @@ def _first_case(op):
 
 def test_killed_worker_still_reports_every_other_case(tmp_path):
     label, key = _first_case("round")
-    env = _env(OPBENCH_TEST_CRASH_OP=label)
-    proc = opbench("--ops", "broadcast_add,round", *FAST, "-o", "r.json", cwd=tmp_path, env=env)
+    proc = opbench("--ops", "broadcast_add,round", *FAST, "-o", "r.json", cwd=tmp_path, env=_env(crash=label),
+                   faulty=True)
     assert proc.returncode == 1, proc.stderr
     report = Report.load(tmp_path / "r.json")
     statuses = {r.spec.key: r.status for r in report.results}
@@ -186,11 +212,28 @@ def _children(pid):
         return []
 
 
-def test_resume_after_interruption(tmp_path):
+@pytest.fixture
+def restored_environ():
+    """In-process runs of the CLI set the thread variables (--threads) in os.environ: undo that."""
+    saved = dict(os.environ)
+    yield
+    os.environ.clear()
+    os.environ.update(saved)
+
+
+def _refused_changes(capsys, argv):
+    """Run the CLI in this process on argv; it must refuse the resume: the option keys it names."""
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "was measured with other settings (" in err, err
+    changes = err.split("was measured with other settings (", 1)[1].rsplit("); resume with", 1)[0]
+    return {change.split(": ", 1)[0] for change in changes.split("; ")}
+
+
+def test_resume_after_interruption(tmp_path, capsys, monkeypatch, restored_environ):
     label, key = _first_case("round")
     args = ["--ops", "broadcast_add,round", *FAST, "-o", "r.json"]
-    process = subprocess.Popen([sys.executable, "-m", "opbench", *args], cwd=tmp_path,
-                               env=_env(OPBENCH_TEST_HANG_OP=label),
+    process = subprocess.Popen([*FAULTY, *args], cwd=tmp_path, env=_env(hang=label),
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     checkpoint = tmp_path / "r.json.checkpoint.jsonl"
     deadline = time.time() + 60
@@ -208,6 +251,17 @@ def test_resume_after_interruption(tmp_path):
     assert key not in done_before and not (tmp_path / "r.json").exists()
 
     _one_line_error(opbench(*args, cwd=tmp_path))  # a checkpoint is there: --resume or delete it
+    # a resume under other settings would mix their samples into one report: refused, naming each
+    monkeypatch.chdir(tmp_path)
+    kept = checkpoint.read_bytes()
+    resume = [*args, "--resume"]
+    assert _refused_changes(capsys, [*resume, "-p", "python"]) == {"profiler"}
+    assert _refused_changes(capsys, [*resume, "--threads", "1"]) == {"threads"}
+    assert _refused_changes(capsys, [*resume, "--seed", "7"]) == {"seed", "rounds.order_seed"}
+    # fewer rounds: each round's share of the --max-time cap grows too
+    assert _refused_changes(capsys, [*resume, "--rounds", "2"]) == {"rounds.rounds", "settings.max_time_s"}
+    assert _refused_changes(capsys, [*resume, "-r", "9"]) == {"settings.runs"}
+    assert checkpoint.read_bytes() == kept and not (tmp_path / "r.json").exists()
     proc = opbench(*args, "--resume", "--no-isolation", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     report = Report.load(tmp_path / "r.json")
@@ -219,9 +273,8 @@ def test_resume_after_interruption(tmp_path):
 def test_sigterm_stops_the_worker_and_keeps_the_checkpoint(tmp_path):
     """A CI job's timeout sends SIGTERM: treated as Ctrl-C, not a death that strands the worker."""
     label, _key = _first_case("round")
-    process = subprocess.Popen([sys.executable, "-m", "opbench", "--ops", "round", *FAST, "-o", "r.json"], cwd=tmp_path,
-                               env=_env(OPBENCH_TEST_HANG_OP=label), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                               text=True)
+    process = subprocess.Popen([*FAULTY, "--ops", "round", *FAST, "-o", "r.json"], cwd=tmp_path,
+                               env=_env(hang=label), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     deadline = time.time() + 60
     while time.time() < deadline and not _children(process.pid):
         time.sleep(0.05)
@@ -295,10 +348,10 @@ def test_merged_shards_equal_the_unsharded_report(tmp_path):
     # case per shard, and the crashed one leaves its shard with no measured broadcast_add
     label, _ = _first_case("broadcast_add")
     args = ["--ops", "broadcast_add,round,dot", "--dtype", "int32", "--tiny", "-w", "0", "-r", "2"]
-    env = _env(OPBENCH_TEST_CRASH_OP=label)
+    env = _env(crash=label)
     for k in (1, 2, 3):
-        opbench(*args, "--shard", f"{k}/3", "-o", f"s{k}.json", cwd=tmp_path, env=env)
-    assert opbench(*args, "-o", "all.json", cwd=tmp_path, env=env).returncode == 1
+        opbench(*args, "--shard", f"{k}/3", "-o", f"s{k}.json", cwd=tmp_path, env=env, faulty=True)
+    assert opbench(*args, "-o", "all.json", cwd=tmp_path, env=env, faulty=True).returncode == 1
     shards = [Report.load(tmp_path / f"s{k}.json") for k in (1, 2, 3)]
     assert any("broadcast_add" in {i["op"] for i in s.extra["no_benchmark"]} for s in shards)  # the stale note
     proc = opbench("merge", "s1.json", "s2.json", "s3.json", "-o", "merged.json", cwd=tmp_path)

@@ -1,13 +1,14 @@
 """The stored differentiability and zero-gradient tables equal what the real MXNet says
 (opbench.gradients), and a zero-gradient operator runs forward only, saying why."""
 
-import pytest
+import stat
+import sys
 
-pytest.importorskip("mxnet")
+import mxnet  # noqa: F401  (plainly: a broken MXNet fails these tests instead of skipping them)
 
-from opbench import api, cases, gradients, registry  # noqa: E402
-from opbench.backends.mxnet.listing import backward_cell  # noqa: E402
-from opbench.mxnet_backend import CRASH_HOOK_ENV  # noqa: E402
+from opbench import api, cases, gradients, registry
+from opbench.backends.mxnet.listing import backward_cell
+from tests.opbench import faults
 
 
 def test_stored_table_equals_the_probe_on_the_installed_mxnet():
@@ -77,9 +78,13 @@ def test_zero_gradient_reason_reaches_the_report():
     assert entry["missing"] == {"avg_time_backward_round": gradients.ZERO_FILL}
 
 
-def test_a_crashing_operator_is_reported_and_the_probe_goes_on(monkeypatch):
-    monkeypatch.setenv(CRASH_HOOK_ENV, "exp")
-    probed = gradients.probe(["abs", "exp", "relu"])
+def test_a_crashing_operator_is_reported_and_the_probe_goes_on(tmp_path, monkeypatch):
+    """The children run under an interpreter whose exp kills its process (tests.opbench.faults)."""
+    python = tmp_path / "python"
+    python.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m tests.opbench.faults "$@"\n')
+    python.chmod(python.stat().st_mode | stat.S_IXUSR)
+    monkeypatch.setenv(faults.CRASH_ENV, "exp")
+    probed = gradients.probe(["abs", "exp", "relu"], python=str(python))
     assert probed["abs"] == probed["relu"] == {"differentiable": True, "reason": None, "zero_gradient": False}
     assert probed["exp"]["differentiable"] is None and probed["exp"]["zero_gradient"] is None
     assert "died" in probed["exp"]["reason"]

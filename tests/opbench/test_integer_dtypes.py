@@ -7,13 +7,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import mxnet as mx
+import numpy as np
 import pytest
 
-mx = pytest.importorskip("mxnet")
-np = pytest.importorskip("numpy")
-
-from benchcore.report import Report  # noqa: E402
-from opbench import api, cases, registry, rules  # noqa: E402
+from benchcore.report import Report
+from opbench import api, cases, registry, rules
 
 ROOT = Path(__file__).resolve().parents[2]
 INTEGERS = ("int32", "int64")

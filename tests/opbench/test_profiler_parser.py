@@ -4,11 +4,10 @@ import json
 import os
 from pathlib import Path
 
+import mxnet as mx
 import pytest
 
-mx = pytest.importorskip("mxnet")
-
-from benchcore.profilers.mxnet import (  # noqa: E402
+from benchcore.profilers.mxnet import (
     MEMORY_UNIT_BYTES, MXNetProfiler, PhaseStats, parse_dump, parse_json, parse_text, peak_bytes,
     profiler_names, summarize_phase)
 

@@ -5,13 +5,16 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from benchcore.report import Report
 from rnnbench.cli import main
+from tests.benchcore.test_commands import far_beyond_noise, scaled_report
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY = ["--seqLength", "5", "--numLayers", "2", "--inputSize", "8", "--hiddenSize", "8", "--miniBatch", "2"]
@@ -101,8 +104,16 @@ def test_compare_two_bench_reports(tmp_path, capsys):
     capsys.readouterr()
     code = main(["compare", str(tmp_path / "a.json"), str(tmp_path / "b.json")])
     captured = capsys.readouterr()
-    assert code in (0, 1), captured.err  # a comparison ran (1 would mean a noise-level "regression")
-    assert "cudnn" in captured.out
+    assert code == 0, captured.err  # without --fail-above, compare reports and never fails
+    rows = [[cell.strip() for cell in line.split("|")[1:4]] for line in captured.out.splitlines() if line.startswith("| cudnn")]
+    assert rows == [["cudnn", "lstm", "forward"], ["cudnn", "lstm", "backward"]]
+    # a slowdown alone does not fail it either; only the gate does
+    slower = scaled_report(tmp_path / "a.json", far_beyond_noise(tmp_path / "a.json"), tmp_path / "slower.json")
+    assert main(["compare", str(tmp_path / "a.json"), str(slower)]) == 0
+    rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| cudnn")]
+    assert len(rows) == 2 and all("| slower " in row for row in rows)
+    assert main(["compare", str(tmp_path / "a.json"), str(slower), "--fail-above", "50"]) == 1
+    assert "1 case(s) slower by more than 50%: cudnn" in capsys.readouterr().err
 
 
 def test_pytest_benchmark_entry_runs_at_tiny_sizes(tmp_path):
@@ -200,3 +211,82 @@ def test_absolute_grads_turns_gradient_scaling_off(capsys, monkeypatch):
     assert main(["test", *TINY, "--rnns", "jit", "--device", "cpu"]) == 0
     assert seen["scale_grads"] is True
     capsys.readouterr()
+
+
+@pytest.fixture
+def restored_environ():
+    """In-process runs of the CLI set the thread variables (--threads) in os.environ: undo that."""
+    saved = dict(os.environ)
+    yield
+    os.environ.clear()
+    os.environ.update(saved)
+
+
+def test_threads_and_seed_reach_the_report(tmp_path, capsys, restored_environ):
+    out = tmp_path / "r.json"
+    code = main(["bench", *TINY, "--group", "rnns", "--rnns", "cudnn", "jit", "--nloops", "2", "--warmup", "0",
+                 "--rounds", "1", "--device", "cpu", "--threads", "1", "--seed", "5",
+                 "--output-file", str(out)])
+    assert code == 0, capsys.readouterr().err
+    report = Report.load(out)
+    assert (report.settings["threads"], report.settings["seed"]) == (1, 5)
+    assert (report.environment["threads"], report.environment["seed"]) == (1, 5)
+    assert report.environment["threads_env"]["OMP_NUM_THREADS"] == "1"  # what the worker inherited
+    assert [(r.spec.name, r.status, r.spec.params["seed"]) for r in report.results] == [("cudnn", "ok", 5), ("jit", "ok", 5)]
+
+
+def _refused_changes(capsys, argv):
+    """The CLI must refuse this resume in one line: the option keys the refusal names."""
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "was measured with other settings (" in err, err
+    changes = err.split("was measured with other settings (", 1)[1].rsplit("); resume with", 1)[0]
+    return {change.split(": ", 1)[0] for change in changes.split("; ")}
+
+
+def test_an_interrupted_bench_resumes_without_rerunning_finished_runners(tmp_path, capsys, monkeypatch,
+                                                                          restored_environ):
+    """Ctrl-C in the middle of the second of three runners (in this process, --no-isolation):
+    the first is kept in the checkpoint; a resume under other settings is refused, naming them;
+    the resume with the same flags runs the other two only."""
+    from rnnbench import runners
+
+    monkeypatch.setattr(runners, "RUNNERS", dict(runners.RUNNERS))
+    cudnn = runners.RUNNERS["cudnn"]
+    built = []
+
+    def creator(name):
+        def build(**kwargs):
+            built.append(name)
+            if built == ["first", "stops"]:
+                raise KeyboardInterrupt
+            return cudnn.creator(**kwargs)
+        return build
+
+    for name in ("first", "stops", "last"):
+        runners.register_runner(dataclasses.replace(cudnn, name=name, creator=creator(name)))
+    out = tmp_path / "r.json"
+    argv = ["bench", *TINY, "--group", "rnns", "--rnns", "first", "stops", "last", "--nloops", "2", "--warmup", "0",
+            "--rounds", "1", "--device", "cpu", "--no-isolation", "--output-file", str(out)]
+    assert main(argv) == 130
+    assert "rerun with --resume" in capsys.readouterr().err
+    checkpoint = tmp_path / "r.json.checkpoint.jsonl"
+    kept = checkpoint.read_bytes()
+    assert [json.loads(line).get("spec", {}).get("name") for line in kept.decode().splitlines()] == [None, "first"]
+    assert not out.exists()
+
+    assert main(argv) == 2 and "pass --resume" in capsys.readouterr().err
+    resume = [*argv, "--resume"]
+    assert _refused_changes(capsys, [*resume, "--threads", "1"]) == {"threads"}
+    assert _refused_changes(capsys, [*resume, "--seed", "5"]) == {"seed", "rounds.order_seed"}
+    # two rounds: each gets half of the runs and of the --max-time cap
+    assert _refused_changes(capsys, [*resume, "--rounds", "2"]) == {"rounds.rounds", "settings.runs",
+                                                                     "settings.max_time_s"}
+    assert _refused_changes(capsys, [*resume, "--nloops", "4"]) == {"settings.runs"}
+    assert checkpoint.read_bytes() == kept and built == ["first", "stops"]
+
+    assert main(resume) == 0, capsys.readouterr().err
+    assert built == ["first", "stops", "stops", "last"]  # first was not run again
+    report = Report.load(out)
+    assert [(r.spec.name, r.status) for r in report.results] == [("first", "ok"), ("stops", "ok"), ("last", "ok")]
+    assert not checkpoint.exists()

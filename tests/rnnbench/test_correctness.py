@@ -14,6 +14,11 @@ COMPILE = ["compile", "compile_premul"]
 EAGER_AND_JIT = [n for n in runners.lstm_runner_names() if n not in COMPILE]
 
 
+#: runners that are nn.LSTM, as their references are: on a CPU their check compares nn.LSTM with
+#: nn.LSTM, so they are also held against an independent float64 LSTM
+NN_LSTM_RUNNERS = ["cudnn", "aten", "vl_cudnn", "cudnn_dropout", "cudnn_bidirectional"]
+
+
 @pytest.mark.parametrize("num_layers", [1, 2])
 @pytest.mark.parametrize("name", EAGER_AND_JIT)
 def test_runner_matches_reference(name, num_layers):
@@ -24,6 +29,71 @@ def test_runner_matches_reference(name, num_layers):
         num_layers, 2 if runners.get_runner(name).reference == "bidirectional" else 1,
         runners.get_runner(name).reference == "layernorm")
     assert list(result.max_abs_diff["grads"]) == expected
+    if name in NN_LSTM_RUNNERS:
+        _assert_matches_float64_lstm(name, num_layers)
+
+
+def _float64_lstm(x, h, c, params, directions):
+    """One sequence x (T, I) through the LSTM formula, written out here in float64 (PyTorch's
+    gate order i, f, g, o and parameter order; h and c of shape (layers * directions, H); the
+    reverse direction reads the sequence backwards): (top layer's outputs (T, directions * H),
+    final h, final c)."""
+    hs, cs = [], []
+    for layer in range(len(params) // (4 * directions)):
+        outputs = []
+        for direction in range(directions):
+            index = layer * directions + direction
+            w_ih, w_hh, b_ih, b_hh = params[4 * index:4 * index + 4]
+            h_t, c_t, steps = h[index], c[index], []
+            for x_t in (x.flip(0) if direction else x):
+                i, f, g, o = (w_ih @ x_t + b_ih + w_hh @ h_t + b_hh).chunk(4)
+                c_t = f.sigmoid() * c_t + i.sigmoid() * g.tanh()
+                h_t = o.sigmoid() * c_t.tanh()
+                steps.append(h_t)
+            outputs.append(torch.stack(steps).flip(0) if direction else torch.stack(steps))
+            hs.append(h_t)
+            cs.append(c_t)
+        x = torch.cat(outputs, dim=1)
+    return x, torch.stack(hs), torch.stack(cs)
+
+
+def _assert_matches_float64_lstm(name, num_layers, seed=17):
+    """The runner's outputs, final states and parameter gradients equal, to float32 rounding,
+    the float64 formula's on the same seeded data, under the same seeded output weights."""
+    runner = runners.get_runner(name)
+    varlen, directions = runner.reference == "varlen", 2 if runner.reference == "bidirectional" else 1
+    sizes = dict(SMALL, numLayers=num_layers)
+    data = factory.lstm_data(**sizes, device="cpu", seed=seed, variable_length=varlen, directions=directions)
+    batch, hidden = sizes["miniBatch"], sizes["hiddenSize"]
+    seqs = list(data.x) if varlen else [data.x[:, b] for b in range(batch)]
+    gen = torch.Generator().manual_seed(seed)
+    weights = [torch.randn(len(x), directions * hidden, generator=gen, dtype=torch.float64) for x in seqs]
+    w_h, w_c = (torch.randn(num_layers * directions, batch, hidden, generator=gen, dtype=torch.float64) for _ in "hc")
+
+    params64 = [p.detach().double().requires_grad_() for p in data.params]
+    ran = [_float64_lstm(x.double(), data.hx[:, b].double(), data.cx[:, b].double(), params64, directions)
+           for b, x in enumerate(seqs)]
+    out64 = [out for out, _, _ in ran]
+    h64, c64 = (torch.stack([r[k] for r in ran], dim=1) for k in (1, 2))
+    loss64 = sum((out * w).sum() for out, w in zip(out64, weights)) + (h64 * w_h).sum() + (c64 * w_c).sum()
+    loss64.backward()
+
+    with runner.context():
+        md = runner.creator(**sizes, device="cpu", seed=seed, **runner.check_options)
+        output, (h, c) = md.forward(*md.inputs)
+        outs = [output[:len(x), b] for b, x in enumerate(seqs)]  # padded (T_max, B, H) when varlen
+        loss = sum((out.double() * w).sum() for out, w in zip(outs, weights)) \
+            + (h.double() * w_h).sum() + (c.double() * w_c).sum()
+        loss.backward()
+    close = dict(rtol=1e-5, atol=1e-5)
+    for out, expected in zip(outs, out64):
+        torch.testing.assert_close(out.detach().double(), expected.detach(), **close)
+    torch.testing.assert_close(h.detach().double(), h64.detach(), **close)
+    torch.testing.assert_close(c.detach().double(), c64.detach(), **close)
+    grads = dict(zip(md.param_names, (p.grad for p in md.params)))
+    assert set(grads) == set(data.names)
+    for param_name, expected in zip(data.names, params64):
+        torch.testing.assert_close(grads[param_name].double(), expected.grad, **close, msg=param_name)
 
 
 @pytest.fixture(scope="module")
@@ -179,7 +249,17 @@ def test_the_check_switches_tf32_off_with_the_newer_api_when_that_is_in_use(regi
 
 
 def test_tolerance_is_configurable():
-    assert correctness.check_runner("cudnn", atol=0.0, numLayers=1, **SMALL).passed
+    """jit differs from nn.LSTM by float32 rounding only: atol decides around its largest difference."""
+    def check(**tolerance):
+        return correctness.check_runner("jit", numLayers=1, scale_grads=False, **SMALL, **tolerance)
+
+    diffs = check().max_abs_diff
+    worst = max(diffs["output"], diffs["h"], diffs["c"], *diffs["grads"].values())
+    assert 0 < worst < 1e-5
+    exact = check(atol=0.0)
+    assert not exact.passed and "atol=0" in exact.message
+    assert check(atol=2 * worst).passed
+    assert not check(atol=worst / 2).passed
     strict = correctness.check_runner("jit_layernorm_decom", atol=0.0, numLayers=1, **SMALL)
     assert not strict.passed and "atol=0" in strict.message
     assert correctness.check_runner("jit_layernorm_decom", atol=0.0, rtol=1e-2,
@@ -188,10 +268,16 @@ def test_tolerance_is_configurable():
 
 # ------------------------------------------------------------------------- usage errors
 
-def test_default_runners_are_every_lstm_runner():
+def test_default_runners_are_every_lstm_runner(register):
     names = correctness.default_check_runners()
-    assert names == runners.lstm_runner_names()
-    assert not any(name.startswith("resnet") for name in names)
+    assert names == [name for name, runner in runners.RUNNERS.items() if runner.group != "cnns"]
+    assert set(runners.DEFAULT_RNNS) | set(runners.DEFAULT_VL) | set(COMPILE) | {
+        "cudnn_layernorm", "jit_layernorm", "cudnn_bidirectional", "jit_dropout"} <= set(names)
+    assert not set(names) & set(runners.DEFAULT_CNNS)
+    # a runner registered later is checked by default too; a CNN runner is not
+    register("later", factory.nn_lstm_creator)
+    register("later_cnn", factory.nn_lstm_creator, group="cnns", reference=None)
+    assert correctness.default_check_runners() == [*names, "later"]
 
 
 def test_unknown_or_cnn_runner_is_a_usage_error():

@@ -81,6 +81,15 @@ def fake_bin(tmp_path, monkeypatch):
     return SimpleNamespace(folder=folder, log=log, install=install)
 
 
+def fake_gpu(monkeypatch, capability):
+    """A CUDA GPU of this compute capability, as torch reports it to the outer run (this machine has
+    none). The inner run is a child process and still sees no CUDA, so it runs on the CPU."""
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: capability)
+
+
 def expected_inner(runners, nloops=2, sleep="0.0", warmup=5):
     """The inner command; it always carries --warmup, so the inner run warms up outside NVTX."""
     cmd = [sys.executable, "-m", "rnnbench", "profile", "--internal-run"]
@@ -120,7 +129,7 @@ def test_nsys_command_line_internal_run_and_output(tmp_path, fake_bin, capsys):
 
 def test_nvprof_command_line_and_capability_check(tmp_path, fake_bin, capsys, monkeypatch):
     tool = fake_bin.install("nvprof")
-    monkeypatch.setenv(profiling.FAKE_CAPABILITY_ENV, "7.0")  # Volta: nvprof still works
+    fake_gpu(monkeypatch, (7, 0))  # Volta: nvprof still works
     out_dir = tmp_path / "profout"
     code = main(["profile", *TINY_ARGS, "--rnns", "py", "--nloops", "1", "--device", "cpu", "--profiler", "nvprof",
                  "--output-dir", str(out_dir)])
@@ -133,10 +142,10 @@ def test_nvprof_command_line_and_capability_check(tmp_path, fake_bin, capsys, mo
     assert "internal run: py 1 iterations after 5 warmup, nvtx off" in log["inner_stdout"]
 
 
-@pytest.mark.parametrize("capability", ["8.0", "9.0"])
+@pytest.mark.parametrize("capability", [(8, 0), (9, 0)])
 def test_nvprof_refused_on_ampere_and_newer(tmp_path, fake_bin, capsys, monkeypatch, capability):
     fake_bin.install("nvprof")
-    monkeypatch.setenv(profiling.FAKE_CAPABILITY_ENV, capability)
+    fake_gpu(monkeypatch, capability)
     code, out_dir = run_profile(tmp_path, "--profiler", "nvprof")
     err = capsys.readouterr().err.strip()
     assert code == 2
@@ -287,13 +296,19 @@ def test_output_name_follows_fastrnns():
     assert str(base) == "/x/prof_cudnn-aten-jit_s5-l2-i8-h8-b2_030724-0905"
 
 
-def test_torch_profiler_on_cpu_writes_trace_and_tables(tmp_path, capsys):
+def test_torch_profiler_on_cpu_writes_trace_and_tables(tmp_path, capsys, monkeypatch):
+    import datetime
+
+    # every run of this test in one minute, so the later runs want the first run's file names
+    when = datetime.datetime(2024, 3, 7, 9, 5)
+    real_base = profiling.output_base
+    monkeypatch.setattr(profiling, "output_base", lambda folder, runners, sizes, now=None: real_base(folder, runners, sizes, when))
     code, out_dir = run_profile(tmp_path, "--profiler", "torch")
     captured = capsys.readouterr()
     assert code == 0, captured.err
     written = [Path(line) for line in captured.out.split()]
     assert [p.name.split(".", 1)[1] for p in written] == ["pt.trace.json", "keyavg.txt", "keyavg.md", "keyavg.json"]
-    assert all(p.parent == out_dir and p.name.startswith("prof_cudnn-py_s5-l1-i8-h8-b2_") for p in written)
+    assert all(p.parent == out_dir and p.name.startswith("prof_cudnn-py_s5-l1-i8-h8-b2_030724-0905.") for p in written)
     trace = json.loads(written[0].read_text())
     names = {event.get("name") for event in trace["traceEvents"]}
     assert {"cudnn.forward", "cudnn.backward", "py.forward", "py.backward"} <= names
@@ -302,12 +317,21 @@ def test_torch_profiler_on_cpu_writes_trace_and_tables(tmp_path, capsys):
     entry = stats["stats"]["py.forward"]
     assert entry["count"] == 2 and entry["total_ms"] > 0 and entry["avg_ms"] == pytest.approx(entry["total_ms"] / 2)
     assert "cudnn.backward" in written[2].read_text()
-    # a second run in the same minute refuses to replace the files
-    code = main(["profile", *TINY_ARGS, "--rnns", "cudnn", "py", "--nloops", "1", "--device", "cpu",
-                 "--output-dir", str(out_dir), "--profiler", "torch"])
-    err = capsys.readouterr().err
-    if code == 2:  # unless the minute changed in between
-        assert "already exists" in err
+
+    # a second run in the same minute refuses before profiling, and leaves every file as it was
+    before = {path: path.read_bytes() for path in written}
+    again = ["profile", *TINY_ARGS, "--rnns", "cudnn", "py", "--nloops", "1", "--device", "cpu",
+             "--output-dir", str(out_dir), "--profiler", "torch"]
+    code = main(again)
+    captured = capsys.readouterr()
+    assert code == 2 and captured.out == ""
+    assert captured.err.strip() == (f"rnnbench: error: profile output {written[0]} already exists; pass --overwrite "
+                                    "or wait for the next minute's file name")
+    assert {path: path.read_bytes() for path in written} == before
+    # asked to, it replaces them: a new trace of one iteration per runner
+    assert main([*again, "--overwrite"]) == 0, capsys.readouterr().err
+    assert json.loads(written[3].read_text())["stats"]["py.forward"]["count"] == 1
+    assert written[0].read_bytes() != before[written[0]]
 
 
 def test_parse_key_averages_converts_units_and_merges():
