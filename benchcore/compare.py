@@ -289,6 +289,8 @@ def compare(base: Report, new: Report, suite: Optional[Suite] = None, threshold:
             result.cases.append(case)
         else:
             result.unmeasured.append(missing)
+    position = {key: i for i, key in enumerate(base_cases)}
+    result.unmeasured.sort(key=lambda item: position[item["key"]])  # in the base report's order
     return result
 
 

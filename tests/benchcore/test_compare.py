@@ -825,7 +825,8 @@ def test_the_comparison_record_and_its_json():
     data = result.to_dict()
     assert list(data) == ["schema", "suite", "threshold", "alpha", "base", "new", "env_differences",
                           "env_mismatch_allowed", "bases", "summary", "cases", "only_in_base", "only_in_new",
-                          "unmeasured", "gate"]
+                          "unmeasured", "drift", "variance_prior", "gate"]
+    assert data["drift"]["basis"] == "none" and data["variance_prior"] is None  # no rounds: no drift, no prior
     assert {k: data[k] for k in ("schema", "suite", "threshold", "alpha", "base", "new", "env_mismatch_allowed",
                                  "bases", "gate", "unmeasured")} == {
         "schema": "benchcore-comparison", "suite": "opbench", "threshold": 0.05, "alpha": 0.05, "base": "a.json",
@@ -869,6 +870,7 @@ def test_the_gate_counts_slowdowns_strictly_above_its_limit():
         assert [c.label for c in result.regressions(99)] == ["exp"]
     new = make_report([rounds_like("exp", [4.0, 4.4, 3.6])])  # exactly twice as slow
     assert compare(base, new).gate_verdict(50) == {"fail_above_pct": 50, "passed": False, "only_in_base": 0,
+                                                   "build_wide_slowdown_pct": None,
                                                    "slower": [{"label": "exp", "slowdown_pct": 100.0}], "broken": []}
 
 

@@ -6,7 +6,7 @@ import pytest
 from scipy.stats import ttest_ind
 
 from benchcore import stats
-from benchcore.stats import Measurement, mann_whitney, median_confidence_ranks, round_sizes_of, welch_on_logs, within_step
+from benchcore.stats import Measurement, mann_whitney, median_confidence_ranks, round_sizes_of, t_on_logs, within_step
 
 
 def test_statistics_match_hand_computed_values():
@@ -131,22 +131,21 @@ def test_a_confidence_reached_exactly_counts():
 def test_the_tests_name_themselves_and_give_their_interval():
     assert mann_whitney([1.0, 1.0], [1.0, 1.0]) == stats.TestResult(1.0, "mann-whitney")
     assert mann_whitney([1.0, 2.0, 3.0], [2.0, 3.0, 4.0]).method == "mann-whitney"
-    equal = welch_on_logs([2.0, 2.0], [4.0, 4.0])
-    assert equal == stats.TestResult(0.0, "welch-log", (pytest.approx(2.0), pytest.approx(2.0)))
-    varied = welch_on_logs([1.0, 1.1, 0.9], [2.0, 2.2, 1.8])
-    assert varied.method == "welch-log" and varied.ratio_ci95[0] < 2.0 < varied.ratio_ci95[1]
+    equal = t_on_logs([2.0, 2.0], [4.0, 4.0])
+    assert equal == stats.TestResult(0.0, "t-log", (pytest.approx(2.0), pytest.approx(2.0)))
+    varied = t_on_logs([1.0, 1.1, 0.9], [2.0, 2.2, 1.8])
+    assert varied.method == "t-log" and varied.ratio_ci95[0] < 2.0 < varied.ratio_ci95[1]
+    moderated = t_on_logs([1.0, 1.1, 0.9], [2.0, 2.2, 1.8], stats.VariancePrior(0.01, 10.0))
+    assert moderated.method == "moderated-t-log"
 
 
-def test_welch_with_one_side_that_never_varies_is_still_welchs_test():
-    """Only both sides constant make the point answer; one constant side is an ordinary Welch test
-    (scipy's precision warning about that side stays inside)."""
+def test_one_side_that_never_varies_is_an_ordinary_pooled_test():
+    """Only both sides constant make the point answer; one constant side pools the other's variance."""
     base, new = [2.0, 2.0, 2.0], [1.0, 2.0, 8.0]
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        result = welch_on_logs(base, new)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)
-        expected = ttest_ind(np.log(new), np.log(base), equal_var=False)
+        result = t_on_logs(base, new)
+    expected = ttest_ind(np.log(new), np.log(base), equal_var=True)
     assert result.p_value == pytest.approx(float(expected.pvalue)) and 0 < result.p_value < 1
     low, high = result.ratio_ci95
     assert low < math.exp(np.log(new).mean() - np.log(base).mean()) < high
