@@ -10,9 +10,12 @@ change). Two readings tell them apart:
 - the machine reference (benchcore.reference), timed in every round of both sweeps, which no
   build change touches.
 
-When the two agree within the effect threshold, the shift is the machine's, and the cases'
-median (the more precise of the two) is divided out of every case before it is judged. When
-they disagree, only the reference's shift is divided out, and the rest is reported as a
+When the two agree within the effect threshold, or the reference is too noisy to say they
+differ (its 95% bounds reach the cases' shift: on a VM whose memory bandwidth swings by a fifth
+from one second to the next, a handful of reference timings is), the shift is taken for the
+machine's, and the cases' median (the more precise of the two) is divided out of every case
+before it is judged; the build's own sweep-wide change is then `noisy` or `same`. When the
+reference clearly disagrees, only its shift is divided out, and the rest is reported as a
 build-wide change with its own verdict. Without a reference (older reports), nothing is divided
 out and the shift is only reported. An interleaved A/B run (`ab`) needs none of this: drift hits
 both sides alike, so a common shift there is the build's.
@@ -56,7 +59,7 @@ class Drift:
     removed_log_variance: float = 0.0
     #: what is left once the machine is accounted for: the build's own sweep-wide change
     build_ratio: Optional[float] = None
-    #: faster / slower / same for the build-wide change; None when it cannot be judged
+    #: faster / slower / same / noisy for the build-wide change; None when it cannot be judged
     verdict: Optional[str] = None
     reason: str = ""
 
@@ -81,6 +84,7 @@ def estimate(pairs: Sequence[Tuple[Measurement, Measurement]], base_reference: O
     if interleaved:
         drift.basis = "interleaved"
         drift.build_ratio = drift.cases_ratio
+        drift.verdict = _build_verdict(cases, limit)
         drift.reason = "interleaved A/B run: the machine's drift hits both sides alike, so a common shift is the build's"
     elif reference is None:
         drift.reason = ("no machine reference in both reports (older reports): a common shift cannot be told from "
@@ -89,26 +93,33 @@ def estimate(pairs: Sequence[Tuple[Measurement, Measurement]], base_reference: O
         drift.basis, drift.removed_ratio, drift.removed_log_variance = "reference", drift.reference_ratio, reference[1]
         drift.reason = (f"too few quantities ({len(pairs)} < {MIN_QUANTITIES}) for a common shift: the machine "
                         f"reference's {_pct(drift.reference_ratio)} is removed from every case")
-    elif abs(cases[0] - reference[0]) <= limit:
-        drift.basis, drift.removed_ratio, drift.removed_log_variance = "machine", drift.cases_ratio, cases[1]
-        drift.build_ratio = math.exp(cases[0] - reference[0])
-        drift.reason = (f"the cases moved {_pct(drift.cases_ratio)} together and the machine reference "
-                        f"{_pct(drift.reference_ratio)}: the machine's drift, removed from every case")
     else:
-        drift.basis, drift.removed_ratio, drift.removed_log_variance = "reference", drift.reference_ratio, reference[1]
-        drift.build_ratio = math.exp(cases[0] - reference[0])
-        drift.reason = (f"the cases moved {_pct(drift.cases_ratio)} together but the machine reference only "
-                        f"{_pct(drift.reference_ratio)}: the reference's shift is removed from every case, and the "
-                        f"build as a whole changed {_pct(drift.build_ratio)}")
-    drift.verdict = _build_verdict(drift, limit)
+        gap = (cases[0] - reference[0], cases[1] + reference[1])  # the build's own shift, and its variance
+        drift.build_ratio = math.exp(gap[0])
+        drift.verdict = _build_verdict(gap, limit)
+        moved = f"the cases moved {_pct(drift.cases_ratio)} together and the machine reference {_pct(drift.reference_ratio)}"
+        if abs(gap[0]) <= limit or drift.verdict == "noisy":
+            drift.basis, drift.removed_ratio, drift.removed_log_variance = "machine", drift.cases_ratio, cases[1]
+            why = ("the machine's drift" if abs(gap[0]) <= limit else
+                   f"the reference ({_pct(drift.reference_low)} to {_pct(drift.reference_high)}) cannot rule out "
+                   "that the machine did it")
+            drift.reason = f"{moved}: {why}, removed from every case"
+        else:
+            drift.basis, drift.removed_ratio, drift.removed_log_variance = "reference", drift.reference_ratio, reference[1]
+            drift.reason = (f"{moved}: only the reference's shift is removed from every case, and the build as a "
+                            f"whole changed {_pct(drift.build_ratio)}")
     return drift
 
 
-def _build_verdict(drift: Drift, limit: float) -> Optional[str]:
-    if drift.build_ratio is None:
+def _build_verdict(shift: Optional[Tuple[float, float]], limit: float) -> Optional[str]:
+    """faster / slower / same / noisy for a sweep-wide (log shift, variance): beyond the
+    threshold and beyond its 95% bounds → a change; bounds inside the threshold → same."""
+    if shift is None:
         return None
-    change = math.log(drift.build_ratio)
-    return "slower" if change > limit else "faster" if change < -limit else "same"
+    change, half = shift[0], 1.96 * math.sqrt(shift[1])
+    if abs(change) > limit and abs(change) > half:
+        return "slower" if change > 0 else "faster"
+    return "same" if abs(change) + half <= limit else "noisy"
 
 
 def _cases_shift(pairs: Sequence[Tuple[Measurement, Measurement]]) -> Optional[Tuple[float, float]]:

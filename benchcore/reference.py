@@ -8,14 +8,18 @@ than the caches (memory bandwidth) — timed in the same worker processes, at a 
 each round's shuffled order, measures the machine alone. `compare` reads it to tell "this
 machine was 6% slower today" from "this build is 6% slower".
 
-It runs as one more case of the sweep (suite "benchcore"), so rounds, the checkpoint, resume
-and A/B sides treat it like any other; the sweep moves its result out of the case list into the
-environment's `system.reference` block.
+The machine's speed moves fast: on this project's 2-core VM a memory-bound operator's
+speed swings by a fifth between one half-second and the next. So the reference is timed not once
+but every CASES_PER_PROBE cases of each round (probes at random places of the shuffled order),
+and every probe of every round is one round of the reference's Measurements. The probes run as
+more cases of the sweep (suite "benchcore"), so rounds, the checkpoint, resume and A/B sides treat
+them like any other; the sweep moves their results out of the case list into the environment's
+`system.reference` block.
 """
 
 from __future__ import annotations
 
-from typing import Optional, Sequence
+from typing import List, Optional, Sequence
 
 from .case import CaseSpec, Workload
 from .runner import RunSettings, run_workload
@@ -23,12 +27,15 @@ from .stats import Measurement
 from .timers import PerfCounterTimer
 
 SUITE = "benchcore"
-#: bump `version` when the workload changes: references of different versions do not compare
-SPEC = CaseSpec(SUITE, "machine_reference", {"version": 1})
+NAME = "machine_reference"
+#: bump when the workload changes: references of different versions do not compare
+VERSION = 1
+#: one probe of the machine per this many cases of a round (at least one a round)
+CASES_PER_PROBE = 25
 #: the parts of the reference, each a Measurement in the block
 PARTS = ("compute", "memory")
-#: per round: enough samples that the round's median is exact to well under a percent
-SETTINGS = RunSettings(warmup=3, runs=10, run_backward=False)
+#: per probe: enough samples that its median is exact to about a percent
+SETTINGS = RunSettings(warmup=2, runs=8, run_backward=False)
 #: float64 elements: 256 KiB per array, inside any L2 cache
 COMPUTE_ELEMENTS = 32 * 1024
 COMPUTE_REPEATS = 40
@@ -67,8 +74,29 @@ def execute(spec: CaseSpec, options: dict) -> dict:
     return {name: run_workload(builders[name](), SETTINGS, timer).forward.to_dict() for name in PARTS}
 
 
+def specs(case_count: int) -> List[CaseSpec]:
+    """The probes a round of `case_count` cases gets."""
+    return [CaseSpec(SUITE, NAME, {"version": VERSION, "probe": k}) for k in range(max(1, case_count // CASES_PER_PROBE))]
+
+
 def is_reference(spec: CaseSpec) -> bool:
-    return spec.suite == SUITE and spec.name == SPEC.name
+    return spec.suite == SUITE and spec.name == NAME
+
+
+def block(probes: Sequence) -> Optional[dict]:
+    """The environment's `system.reference` from the probes' results (CaseResults, each with its
+    rounds combined): every probe of every round is one round of each part's Measurement. None
+    without probes; status `failed` (with the errors) when no probe measured."""
+    if not probes:
+        return None
+    measured = [p for p in probes if p.ok and all(part in (p.metrics or {}) for part in PARTS)]
+    errors = sorted({p.error for p in probes if not p.ok and p.error})
+    found = {"status": "ok" if measured else "failed", "error": "; ".join(errors) or None, "version": VERSION,
+             "probes": len(probes)}
+    for part in PARTS:
+        rounds = [r for p in measured for r in Measurement.from_dict(p.metrics[part]).rounds]
+        found[part] = Measurement.from_rounds(rounds).to_dict() if rounds else None
+    return found
 
 
 def merged(blocks: Sequence[Optional[dict]]) -> Optional[dict]:

@@ -51,9 +51,13 @@ class SweepJob:
         return tuple(self.pythons) or ("",)
 
     @property
+    def reference_specs(self) -> List[CaseSpec]:
+        """The machine reference's probes (benchcore.reference), one per CASES_PER_PROBE cases."""
+        return reference.specs(len(self.specs)) if self.reference else []
+
+    @property
     def all_specs(self) -> List[CaseSpec]:
-        """The suite's cases plus the machine reference."""
-        return self.specs + ([reference.SPEC] if self.reference else [])
+        return self.specs + self.reference_specs
 
     @property
     def round_settings(self) -> RunSettings:
@@ -109,25 +113,8 @@ def measure(job: SweepJob, args, prog: str, argv: Sequence[str], extra: dict,
 
 
 def _reference_block(results: List[CaseResult]) -> Optional[dict]:
-    """The machine reference's result, as the environment's `system.reference` records it."""
-    found = next((r for r in results if reference.is_reference(r.spec)), None)
-    if found is None:
-        return None
-    return {"status": found.status, "error": found.error, **reference.SPEC.params, **(found.metrics or {})}
-
-
-def on_cluster(job: SweepJob, args, prog: str, argv: Sequence[str], extra: dict):
-    """The sweep as shards on a Ray cluster (benchcore.cluster), its progress on stderr: a line per
-    shard started, finished or lost, with every node's running/finished count."""
-    from . import cluster
-
-    bar = _progress(len(job.rounds.slots(job.specs, job.sides)))
-    try:
-        return cluster.measure(job, args, prog, argv, extra,
-                               on_event=lambda line: bar.write(f"{prog}: ray: {line}", file=sys.stderr),
-                               on_result=lambda result: bar.update(1))
-    finally:
-        bar.close()
+    """The machine reference's probes, as the environment's `system.reference` records them."""
+    return reference.block([r for r in results if reference.is_reference(r.spec)])
 
 
 def collect(prog: str, argv: Sequence[str], frameworks: Sequence[str], extra: dict) -> dict:
@@ -176,7 +163,7 @@ def run(job: SweepJob, args) -> Dict[str, List[CaseResult]]:
     combined = {side: combine_results(done, job.specs, job.suite.combine_rounds, side) for side in job.sides}
     if job.reference:  # the reference's metrics are benchcore's own: combined by the core's rules
         for side in job.sides:
-            combined[side] += combine_results(done, [reference.SPEC], combine_metrics, side)
+            combined[side] += combine_results(done, job.reference_specs, combine_metrics, side)
     return combined
 
 

@@ -560,16 +560,18 @@ def test_one_side_without_rounds_is_judged_on_one_process_and_says_so():
 # --------------------------------------------------------------------------- drift between sweeps
 
 
-def reference_block(scale, seed, rounds=3):
-    """A report's machine reference (benchcore.reference) whose rounds ran `scale` times slower."""
+def reference_block(scale, seed, rounds=3, noise=0.0):
+    """A report's machine reference (benchcore.reference) whose rounds ran `scale` times slower,
+    each round's level scattered by `noise` (the machine's speed from one moment to the next)."""
     rng = np.random.default_rng(seed)
-    parts = {part: Measurement.from_rounds([list(scale * base * (1 + 0.002 * rng.standard_normal(10)))
+    parts = {part: Measurement.from_rounds([list(scale * base * math.exp(noise * rng.standard_normal())
+                                                 * (1 + 0.002 * rng.standard_normal(10)))
                                             for _ in range(rounds)]).to_dict()
              for part, base in (("compute", 0.8), ("memory", 20.0))}
     return {"status": "ok", "version": 1, **parts}
 
 
-def sweep(scales, machine, reference_scale=None, seed=0, spread=0.02, env_extra=None):
+def sweep(scales, machine, reference_scale=None, seed=0, spread=0.02, env_extra=None, reference_noise=0.0):
     """A report of len(scales) cases with 3 rounds each: case i at 1 ms × scales[i] × machine;
     the reference at reference_scale (None: no reference)."""
     rng = np.random.default_rng(seed)
@@ -577,7 +579,7 @@ def sweep(scales, machine, reference_scale=None, seed=0, spread=0.02, env_extra=
                for i, s in enumerate(scales)]
     env = dict(ENV, **(env_extra or {}))
     if reference_scale is not None:
-        env["system"] = {"reference": reference_block(reference_scale, seed)}
+        env["system"] = {"reference": reference_block(reference_scale, seed, noise=reference_noise)}
     return make_report(results, env=env)
 
 
@@ -616,6 +618,19 @@ def test_a_build_wide_slowdown_the_machine_does_not_explain_is_its_own_verdict()
     gate = result.gate_verdict(10)
     assert not gate["passed"] and gate["build_wide_slowdown_pct"] == pytest.approx(12, abs=3)
     assert "the build as a whole" in comparison_markdown(result)
+
+
+def test_a_reference_too_noisy_to_disagree_lets_the_cases_shift_be_the_machines():
+    """The machine ran 8% faster in the second sweep, but its reference (three timings a side,
+    the machine swinging by 30% between them) cannot pin that down: the cases' common shift is
+    divided out, and whether the build changed as a whole stays open."""
+    result = compare(sweep([1.0] * 40, 1.0, 1.0, seed=15, reference_noise=0.3),
+                     sweep([1.0] * 40, 0.92, 1.0, seed=16, reference_noise=0.3))
+    d = result.drift
+    assert d.basis == "machine" and d.removed_ratio == pytest.approx(0.92, rel=0.02)
+    assert d.verdict == "noisy" and "cannot rule out" in d.reason
+    assert sum(v in ("faster", "slower") for v in verdicts(result)) <= 1
+    assert result.gate_verdict(10)["passed"]
 
 
 def test_without_a_reference_nothing_is_divided_out_and_the_shift_is_reported():
