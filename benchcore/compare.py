@@ -76,6 +76,9 @@ class MetricComparison:
     #: "median of round medians", "median" or "mean" (opperf reports averages)
     statistic: str
     p_value: Optional[float] = None
+    #: the p-value adjusted for the comparison's many quantities (Benjamini–Hochberg); the
+    #: verdict's significance rests on it when the comparison judged several (see `compare`)
+    q_value: Optional[float] = None
     test_method: Optional[str] = None
     n_base: Optional[int] = None
     n_new: Optional[int] = None
@@ -87,6 +90,8 @@ class MetricComparison:
     #: the ratio the verdict judges: `ratio` with the machine's drift divided out (see
     #: benchcore.drift); None when nothing was divided out
     ratio_vs_machine: Optional[float] = None
+    #: the smallest slowdown this quantity's evidence finds 4 times in 5 at alpha (rounds only)
+    detectable_ratio: Optional[float] = None
     reason: str = ""
 
     @property
@@ -123,6 +128,8 @@ class CategorySummary:
     #: geometric mean of the case ratios (cases with a ratio only)
     geomean_ratio: Optional[float]
     counts: Dict[str, int]
+    #: the median over the category's quantities of the smallest slowdown each could detect
+    median_detectable_ratio: Optional[float] = None
 
 
 @dataclass
@@ -230,7 +237,9 @@ def geometric_mean(values: Sequence[Optional[float]]) -> Optional[float]:
 
 def _summarise(category: str, cases: List[CaseComparison]) -> CategorySummary:
     counts = {v: sum(1 for c in cases if c.verdict == v) for v in VERDICTS}
-    return CategorySummary(category, len(cases), geometric_mean([c.ratio for c in cases]), counts)
+    detectable = [m.detectable_ratio for c in cases for m in c.metrics if m.detectable_ratio is not None]
+    return CategorySummary(category, len(cases), geometric_mean([c.ratio for c in cases]), counts,
+                           float(np.median(detectable)) if detectable else None)
 
 
 # --------------------------------------------------------------------------- the comparison
@@ -279,7 +288,7 @@ def compare(base: Report, new: Report, suite: Optional[Suite] = None, threshold:
     result.prior = VariancePrior.fit(*zip(*[_log_variance(b, n) for b, n in pairs])) if pairs else None
     result.drift = drift_model.estimate(pairs, reference.of_report(base), reference.of_report(new), interleaved,
                                         threshold)
-    evidence = Evidence(threshold, alpha, result.prior, result.drift)
+    evidence = Evidence(threshold, alpha, result.prior, result.drift, pending=[])
     for b, n, bt, nt in matched:
         case, missing = _compare_case(b, n, bt, nt, suite, evidence, labels[b.spec.key])
         where = per_case and (environment_label(base, b) or environment_label(new, n))
@@ -289,6 +298,9 @@ def compare(base: Report, new: Report, suite: Optional[Suite] = None, threshold:
             result.cases.append(case)
         else:
             result.unmeasured.append(missing)
+    decide_pending(evidence.pending, alpha)
+    for case in result.cases:
+        case.verdict = _summary_verdict([m.verdict for m in case.metrics])
     position = {key: i for i, key in enumerate(base_cases)}
     result.unmeasured.sort(key=lambda item: position[item["key"]])  # in the base report's order
     return result
@@ -303,6 +315,9 @@ class Evidence:
     alpha: float
     prior: Optional[VariancePrior] = None
     drift: Optional[Drift] = None
+    #: decisions waiting for the false-discovery adjustment over all quantities (compare() sets
+    #: it); None: decide each quantity on its own p-value at once
+    pending: Optional[list] = None
 
 
 def _log_variance(base: Measurement, new: Measurement) -> tuple:
@@ -410,7 +425,7 @@ def compare_timings(metric: str, base: Timing, new: Timing, evidence: Evidence) 
         resolution = max(base.resolution_ms, new.resolution_ms)
         if bm.round_count > 1 and nm.round_count > 1:
             return _compare_rounds(metric, bm, nm, resolution, evidence)
-        return _compare_one_process(metric, bm, nm, resolution, evidence.threshold, evidence.alpha)
+        return _compare_one_process(metric, bm, nm, resolution, evidence)
     return _compare_summaries(metric, base, new, evidence.threshold)
 
 
@@ -465,12 +480,13 @@ def _compare_rounds(metric: str, bm: Measurement, nm: Measurement, resolution: f
                      offset_variance=drift.removed_log_variance if removed else 0.0)
     result.p_value, result.test_method = test.p_value, test.method
     result.ratio_low, result.ratio_high = test.ratio_ci95
+    result.detectable_ratio = test.detectable_ratio(evidence.alpha)
     parts = [f"{bm.round_count} vs {nm.round_count} rounds", f"between-round spread {_spread_pct(bm)} vs {_spread_pct(nm)}"]
     if evidence.prior is not None:
         parts.append("variance moderated over the comparison's cases")
     if removed:
         parts.append(f"machine drift {_pct(drift.removed_ratio)} divided out")
-    _decide(result, evidence.threshold, evidence.alpha, "; ".join(parts), "t-test on log round medians")
+    _judge(result, evidence, "; ".join(parts), "t-test on log round medians")
     return result
 
 
@@ -478,9 +494,10 @@ def _spread_pct(m: Measurement) -> str:
     return "---" if m.round_spread is None else f"{m.round_spread * 100:.1f}%"
 
 
-def _compare_one_process(metric: str, bm: Measurement, nm: Measurement, resolution: float, threshold: float,
-                         alpha: float) -> MetricComparison:
+def _compare_one_process(metric: str, bm: Measurement, nm: Measurement, resolution: float,
+                         evidence: Evidence) -> MetricComparison:
     """Reports without rounds: a U test on the samples of one process per side, flagged as such."""
+    threshold = evidence.threshold
     result = MetricComparison(metric, bm.median, nm.median, None, "noisy", "one-process", "median",
                               n_base=bm.n, n_new=nm.n, rounds_base=bm.round_count, rounds_new=nm.round_count)
     if bm.median <= 0 or nm.median <= 0:
@@ -501,9 +518,9 @@ def _compare_one_process(metric: str, bm: Measurement, nm: Measurement, resoluti
         result.reason = (f"change {_pct(result.ratio)}, but with fewer than 6 samples a side there is no confidence "
                          f"interval, and the IQR/median of the samples is not under ±{threshold * 100:g}%")
         return result
-    evidence = (f"{bm.n} vs {nm.n} samples from one process per side, which cannot separate process noise "
-                "from a change (time with --rounds)")
-    _decide(result, threshold, alpha, evidence, "Mann-Whitney U on the samples")
+    why = (f"{bm.n} vs {nm.n} samples from one process per side, which cannot separate process noise "
+           "from a change (time with --rounds)")
+    _judge(result, evidence, why, "Mann-Whitney U on the samples")
     return result
 
 
@@ -512,21 +529,53 @@ def _tight(base: Measurement, new: Measurement, threshold: float) -> bool:
     return all(m.relative_iqr is not None and m.relative_iqr < threshold for m in (base, new))
 
 
-def _decide(result: MetricComparison, threshold: float, alpha: float, evidence: str, test: str) -> None:
-    """Set verdict and reason from the judged ratio, its 95% bounds and the test's p-value."""
+def _judge(result: MetricComparison, evidence: Evidence, why: str, test: str) -> None:
+    """Decide now on the p-value alone, or leave the decision for compare() to take once every
+    quantity's p-value is known (the false-discovery adjustment needs them all)."""
+    decide = lambda q=None, count=1: _decide(result, evidence.threshold, evidence.alpha, why, test, q, count)  # noqa: E731
+    if evidence.pending is None:
+        decide()
+    else:
+        evidence.pending.append((result, decide))
+
+
+def decide_pending(pending: list, alpha: float) -> None:
+    """Adjust the pending quantities' p-values for their number (Benjamini–Hochberg: the share
+    of false verdicts among the changes called stays below alpha) and decide each.
+
+    A sweep compares hundreds of quantities; at a per-quantity 5% level an A/A pair of sweeps
+    would call a dozen of them changed by chance alone. The adjustment makes the verdicts a set a
+    gate can trust, while a change strong enough to stand out keeps its verdict."""
+    from scipy.stats import false_discovery_control
+
+    if not pending:
+        return
+    q_values = false_discovery_control([result.p_value for result, _ in pending], method="bh")
+    for (result, decide), q in zip(pending, q_values):
+        result.q_value = float(q)
+        decide(float(q), len(pending))
+
+
+def _decide(result: MetricComparison, threshold: float, alpha: float, evidence: str, test: str,
+            q_value: Optional[float] = None, count: int = 1) -> None:
+    """Set verdict and reason from the judged ratio, its 95% bounds and the test's p-value (its
+    q-value when `count` quantities were judged together)."""
     direction = _beyond(result.judged_ratio, threshold)
     change = _pct(result.judged_ratio)
+    significance = result.p_value if q_value is None else q_value
+    stated = (f"p={result.p_value:.3g}" if q_value is None else
+              f"p={result.p_value:.3g}, q={q_value:.3g} over {count} quantities (Benjamini–Hochberg)")
     if direction == 0 and _spans_both_ways(result, threshold):
         result.reason = (f"change {change}, but the evidence allows anything from {_pct(result.ratio_low)} to "
                          f"{_pct(result.ratio_high)} ({evidence})")
     elif direction == 0:
         result.verdict = "same"
         result.reason = f"change {change} within ±{threshold * 100:g}% ({evidence})"
-    elif result.p_value < alpha:
+    elif significance < alpha:
         result.verdict = "slower" if direction > 0 else "faster"
-        result.reason = f"change {change}, {test} p={result.p_value:.3g} < {alpha:g} ({evidence})"
+        result.reason = f"change {change}, {test} {stated} < {alpha:g} ({evidence})"
     else:
-        result.reason = f"change {change} not confirmed: {test} p={result.p_value:.3g} ≥ {alpha:g} ({evidence})"
+        result.reason = f"change {change} not confirmed: {test} {stated} ≥ {alpha:g} ({evidence})"
 
 
 def _spans_both_ways(result: MetricComparison, threshold: float) -> bool:

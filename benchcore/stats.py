@@ -250,6 +250,20 @@ class TestResult:
     method: str
     #: for tests on log values: the 95% confidence bounds of new/base, else None
     ratio_ci95: Optional[Tuple[float, float]] = None
+    #: for tests on log values: the standard error of log(new/base) and its degrees of freedom
+    standard_error: Optional[float] = None
+    df: Optional[float] = None
+
+    def detectable_ratio(self, alpha: float = 0.05, power: float = 0.8) -> Optional[float]:
+        """The smallest slowdown new/base that evidence this precise finds with probability
+        `power` at level `alpha` (two-sided): exp((t_{1-alpha/2} + t_power) * se). What a
+        comparison could have seen, so "same" is never read as "unchanged by less than 1%"."""
+        if not self.standard_error or not self.df:
+            return None
+        from scipy.stats import t as student_t
+
+        return math.exp((float(student_t.ppf(1 - alpha / 2, self.df)) + float(student_t.ppf(power, self.df)))
+                        * self.standard_error)
 
 
 def mann_whitney(base: Sequence[float], new: Sequence[float]) -> TestResult:
@@ -298,7 +312,7 @@ def t_on_logs(base: Sequence[float], new: Sequence[float], prior: Optional["Vari
     quantile = float(student_t.ppf(0.5 + confidence / 2, df))
     p_value = float(2 * student_t.sf(abs(change) / se, df))
     method = "moderated-t-log" if prior is not None else "t-log"
-    return TestResult(p_value, method, (math.exp(change - quantile * se), math.exp(change + quantile * se)))
+    return TestResult(p_value, method, (math.exp(change - quantile * se), math.exp(change + quantile * se)), se, df)
 
 
 @dataclass(frozen=True)

@@ -105,8 +105,12 @@ def comparison_markdown(comparison: Comparison, chart_links: str = "") -> str:
                       ["Key", "Base", "New"]), ""]
     out += ["## Summary", ""]
     rows = [[s.category, s.cases, fmt_ms(s.geomean_ratio), _change(s.geomean_ratio)]
-            + [s.counts[v] for v in VERDICTS] for s in c.summary]
-    out += [table(rows, ["Category", "Cases", "Geomean ratio", "Change", *VERDICTS]), ""]
+            + [s.counts[v] for v in VERDICTS] + [_change(s.median_detectable_ratio)] for s in c.summary]
+    out += [table(rows, ["Category", "Cases", "Geomean ratio", "Change", *VERDICTS, "Detectable slowdown"]), ""]
+    if any(s.median_detectable_ratio is not None for s in c.summary):
+        out += ["*Detectable slowdown*: the median over the category's quantities of the smallest slowdown their "
+                "rounds would find 4 times in 5 at the significance level: changes well below it read `same` or "
+                "`noisy` whether they happened or not. More rounds (or `ab`) lower it.", ""]
     out += ["## Cases", ""]
     rows = []
     for case in sorted(c.cases, key=lambda k: -(k.ratio or 0)):

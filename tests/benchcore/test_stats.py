@@ -149,3 +149,14 @@ def test_one_side_that_never_varies_is_an_ordinary_pooled_test():
     assert result.p_value == pytest.approx(float(expected.pvalue)) and 0 < result.p_value < 1
     low, high = result.ratio_ci95
     assert low < math.exp(np.log(new).mean() - np.log(base).mean()) < high
+
+def test_the_detectable_slowdown_follows_the_evidence():
+    from scipy.stats import t as student_t
+
+    noisy = t_on_logs([1.0, 1.2, 0.85], [1.0, 1.15, 0.9])
+    quiet = t_on_logs([1.0, 1.01, 0.99], [1.0, 1.015, 0.99])
+    expected = math.exp((student_t.ppf(0.975, noisy.df) + student_t.ppf(0.8, noisy.df)) * noisy.standard_error)
+    assert noisy.df == 4 and noisy.detectable_ratio() == pytest.approx(expected)
+    assert 1.0 < quiet.detectable_ratio() < 1.1 < noisy.detectable_ratio()
+    assert quiet.detectable_ratio(alpha=0.01) > quiet.detectable_ratio(alpha=0.05)
+    assert mann_whitney([1.0, 2.0, 3.0], [2.0, 3.0, 4.0]).detectable_ratio() is None
