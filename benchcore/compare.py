@@ -44,7 +44,7 @@ from .environment import environment_differences
 from .errors import UsageError
 from .labels import case_labels
 from .report import CaseResult, Report
-from .stats import Measurement, VariancePrior, mann_whitney, t_on_logs, within_step
+from .stats import Measurement, VariancePrior, mann_whitney, paired_t_on_logs, t_on_logs, within_step
 from .suite import Suite
 from .timing import METRICS, Timing
 
@@ -285,10 +285,11 @@ def compare(base: Report, new: Report, suite: Optional[Suite] = None, threshold:
             matched.append((b, n, suite.timings(b), suite.timings(n)))
     result.only_in_new = [_brief(n, labels[k]) for k, n in new_cases.items() if k not in base_cases]
     pairs = drift_model.round_pairs([(bt, nt) for _b, _n, bt, nt in matched])
-    result.prior = VariancePrior.fit(*zip(*[_log_variance(b, n) for b, n in pairs])) if pairs else None
+    variances = [_log_variance(b, n, interleaved) for b, n in pairs]
+    result.prior = VariancePrior.fit(*zip(*variances)) if variances else None
     result.drift = drift_model.estimate(pairs, reference.of_report(base), reference.of_report(new), interleaved,
                                         threshold)
-    evidence = Evidence(threshold, alpha, result.prior, result.drift, pending=[])
+    evidence = Evidence(threshold, alpha, result.prior, result.drift, paired=interleaved, pending=[])
     for b, n, bt, nt in matched:
         case, missing = _compare_case(b, n, bt, nt, suite, evidence, labels[b.spec.key])
         where = per_case and (environment_label(base, b) or environment_label(new, n))
@@ -315,16 +316,26 @@ class Evidence:
     alpha: float
     prior: Optional[VariancePrior] = None
     drift: Optional[Drift] = None
+    #: the two sides' rounds ran side by side (an interleaved A/B run): pair round k with round k
+    paired: bool = False
     #: decisions waiting for the false-discovery adjustment over all quantities (compare() sets
     #: it); None: decide each quantity on its own p-value at once
     pending: Optional[list] = None
 
 
-def _log_variance(base: Measurement, new: Measurement) -> tuple:
-    """(pooled variance of the log round medians, its degrees of freedom) of one quantity."""
+def _log_variance(base: Measurement, new: Measurement, paired: bool) -> tuple:
+    """(variance, degrees of freedom) of one quantity that its test will moderate: of the log
+    ratios of paired rounds, else pooled over the two sides' log round medians."""
     x, y = np.log(base.round_medians), np.log(new.round_medians)
+    if _pairs(base, new, paired):
+        return float((y - x).var(ddof=1)), len(x) - 1
     df = len(x) + len(y) - 2
     return float((((x - x.mean()) ** 2).sum() + ((y - y.mean()) ** 2).sum()) / df), df
+
+
+def _pairs(base: Measurement, new: Measurement, paired: bool) -> bool:
+    """Round k of each side ran beside round k of the other (and every round ran on both)."""
+    return paired and base.round_count == new.round_count >= 2
 
 
 def _same_environment(result: Comparison, base: Report, b: CaseResult, new: Report, n: CaseResult, label: str) -> bool:
@@ -475,13 +486,17 @@ def _compare_rounds(metric: str, bm: Measurement, nm: Measurement, resolution: f
         result.ratio_vs_machine = result.ratio / drift.removed_ratio
     if _not_measurable(result, nm.center - bm.center, resolution, evidence.threshold):
         return result
-    test = t_on_logs(bm.round_medians, nm.round_medians, evidence.prior,
-                     offset=drift.removed_log if removed else 0.0,
-                     offset_variance=drift.removed_log_variance if removed else 0.0)
+    if _pairs(bm, nm, evidence.paired):
+        test = paired_t_on_logs(bm.round_medians, nm.round_medians, evidence.prior)
+    else:
+        test = t_on_logs(bm.round_medians, nm.round_medians, evidence.prior,
+                         offset=drift.removed_log if removed else 0.0,
+                         offset_variance=drift.removed_log_variance if removed else 0.0)
     result.p_value, result.test_method = test.p_value, test.method
     result.ratio_low, result.ratio_high = test.ratio_ci95
     result.detectable_ratio = test.detectable_ratio(evidence.alpha)
-    parts = [f"{bm.round_count} vs {nm.round_count} rounds", f"between-round spread {_spread_pct(bm)} vs {_spread_pct(nm)}"]
+    parts = [f"{bm.round_count} vs {nm.round_count} rounds" + (", paired as they ran" if _pairs(bm, nm, evidence.paired) else ""),
+             f"between-round spread {_spread_pct(bm)} vs {_spread_pct(nm)}"]
     if evidence.prior is not None:
         parts.append("variance moderated over the comparison's cases")
     if removed:

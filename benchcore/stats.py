@@ -315,6 +315,32 @@ def t_on_logs(base: Sequence[float], new: Sequence[float], prior: Optional["Vari
     return TestResult(p_value, method, (math.exp(change - quantile * se), math.exp(change + quantile * se)), se, df)
 
 
+def paired_t_on_logs(base: Sequence[float], new: Sequence[float], prior: Optional["VariancePrior"] = None,
+                     confidence: float = 0.95) -> TestResult:
+    """A paired t-test on the log ratios new_k / base_k of rounds that ran side by side.
+
+    In an interleaved A/B run round k of both sides ran at the same time, case next to case: the
+    machine's speed of that moment, which swings by a fifth between seconds on a shared VM, is
+    common to the pair and cancels in its ratio. `prior` moderates the variance of the log ratios
+    as in t_on_logs (fitted to the paired variances of all the comparison's quantities)."""
+    from scipy.stats import t as student_t
+
+    d = np.log(np.asarray(new, dtype=np.float64)) - np.log(np.asarray(base, dtype=np.float64))
+    df = len(d) - 1
+    variance = float(d.var(ddof=1)) if df > 0 else 0.0
+    if prior is not None:
+        variance, df = prior.moderated(variance, df)
+    se = math.sqrt(variance / len(d))
+    change = float(d.mean())
+    if se == 0 or df <= 0:
+        point = math.exp(change)
+        return TestResult(0.0 if change != 0 else 1.0, "paired-t-log", (point, point))
+    quantile = float(student_t.ppf(0.5 + confidence / 2, df))
+    p_value = float(2 * student_t.sf(abs(change) / se, df))
+    method = "moderated-paired-t-log" if prior is not None else "paired-t-log"
+    return TestResult(p_value, method, (math.exp(change - quantile * se), math.exp(change + quantile * se)), se, df)
+
+
 @dataclass(frozen=True)
 class VariancePrior:
     """What the variance of a case's log round medians typically is, over all cases compared.

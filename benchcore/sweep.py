@@ -117,6 +117,20 @@ def _reference_block(results: List[CaseResult]) -> Optional[dict]:
     return reference.block([r for r in results if reference.is_reference(r.spec)])
 
 
+def on_cluster(job: SweepJob, args, prog: str, argv: Sequence[str], extra: dict):
+    """The sweep as shards on a Ray cluster (benchcore.cluster), its progress on stderr: a line per
+    shard started, finished or lost, with every node's running/finished count."""
+    from . import cluster
+
+    bar = _progress(len(job.rounds.slots(job.all_specs, job.sides)))
+    try:
+        return cluster.measure(job, args, prog, argv, extra,
+                               on_event=lambda line: bar.write(f"{prog}: ray: {line}", file=sys.stderr),
+                               on_result=lambda result: bar.update(1))
+    finally:
+        bar.close()
+
+
 def collect(prog: str, argv: Sequence[str], frameworks: Sequence[str], extra: dict) -> dict:
     from .environment import collect as collect_environment
 

@@ -14,7 +14,7 @@ from benchcore.compare import Evidence, compare as _compare, compare_timings, ge
 from benchcore.environment import environment_differences
 from benchcore.errors import UsageError
 from benchcore.report import CaseResult, Report
-from benchcore.stats import Measurement, VariancePrior, mann_whitney, t_on_logs
+from benchcore.stats import Measurement, VariancePrior, mann_whitney, paired_t_on_logs, t_on_logs
 from benchcore.suite import Suite
 from benchcore.timing import Timing, from_average, from_measurement, from_profiler_phase, sampled
 from benchcore.views import comparison_markdown
@@ -913,3 +913,31 @@ def test_many_quantities_are_judged_as_a_set_false_discoveries_controlled():
     assert len(found & {f"op{i}" for i in range(0, 200, 5)}) >= 30 and len(found - {f"op{i}" for i in range(0, 200, 5)}) <= 2
     m = changed.cases[0].metrics[0]
     assert m.q_value >= m.p_value and "Benjamini–Hochberg" in m.reason
+
+
+def test_an_interleaved_pair_is_judged_round_by_round():
+    """Rounds of an `ab` run ran side by side: the machine's speed of that moment (here ±20% from
+    round to round) is common to both and cancels in each round's ratio, so a 10% slowdown
+    stands out that two separate sweeps could never show."""
+    from scipy.stats import ttest_rel
+
+    rng = np.random.default_rng(31)
+    base_results, new_results = [], []
+    for i in range(40):
+        machine = np.exp(0.2 * rng.standard_normal(4))
+        slow = 1.10 if i % 5 == 0 else 1.0
+        for results, scale, seed in ((base_results, 1.0, 2 * i), (new_results, slow, 2 * i + 1)):
+            result = rounds_result(f"op{i}", list(machine * np.exp(0.01 * rng.standard_normal(4))), seed=seed,
+                                   scale=scale, noise=0.002)
+            results.append(result)
+    paired = compare(make_report(base_results, env=dict(ENV, ab_side="base")),
+                     make_report(new_results, env=dict(ENV, ab_side="new")))
+    slower = {c.name for c in paired.cases if c.verdict == "slower"}
+    assert len(slower & {f"op{i}" for i in range(0, 40, 5)}) >= 6 and len(slower) <= 9
+    m = paired.cases[0].metrics[0]
+    assert m.test_method == "moderated-paired-t-log" and "paired as they ran" in m.reason
+    apart = compare(make_report(base_results), make_report(new_results))  # the same numbers, not interleaved
+    assert sum(c.verdict == "slower" for c in apart.cases) <= 1
+    base = Measurement.from_dict(base_results[1].metrics["forward"]).round_medians
+    new = Measurement.from_dict(new_results[1].metrics["forward"]).round_medians
+    assert paired_t_on_logs(base, new).p_value == pytest.approx(ttest_rel(np.log(new), np.log(base)).pvalue)
