@@ -535,11 +535,13 @@ class Dispatch:
 
 def measure(job, args, prog: str, argv: Sequence[str], extra: dict, on_event: EventSink,
             on_result: Optional[Callable[[CaseResult], None]] = None) -> Dict[str, Tuple[dict, List[CaseResult]]]:
-    """benchcore.sweep.measure on a Ray cluster: side "" → (environment, results in the specs' order)."""
+    """benchcore.sweep.measure on a Ray cluster: side "" → (environment, results in the specs' order).
+
+    No machine reference is timed (benchcore.reference): the cases ran on several machines, and
+    one reference cannot stand for all of them; compare then divides no drift out."""
     from .cli import THREAD_ENV
     from .environment import git_commit
-    from . import reference
-    from .rounds import combine_metrics, combine_results
+    from .rounds import combine_results
     from .sweep import memory_limit_bytes
 
     ray = import_ray()
@@ -551,7 +553,7 @@ def measure(job, args, prog: str, argv: Sequence[str], extra: dict, on_event: Ev
         request = ProbeRequest(job.suite.name, job.suite.executor, tuple(job.suite.frameworks), [prog, *argv],
                                {**extra, "git_commit": git_commit()}, setup)
         nodes, claim, groups = _probed_nodes(ray, job, args, request)
-        plan = job.rounds.slots(job.all_specs, job.sides)
+        plan = job.rounds.slots(job.specs, job.sides)
         store, done = _open_checkpoint(job, args)
         missing = [slot for slot in plan if slot.key not in done]
         shards = cut_shards(missing, args.shards or sum(node.capacity for node in nodes))
@@ -562,12 +564,8 @@ def measure(job, args, prog: str, argv: Sequence[str], extra: dict, on_event: Ev
         dispatch = Dispatch(ray, nodes, shards, template, store, _max_retries(args), on_event, on_result)
         results = {**done, **dispatch.run()}
     record = _record(args, claim, nodes, groups, len(shards), dispatch, results, len(done))
-    ran = [(slot, results[slot.key]) for slot in plan]
-    combined = combine_results(ran, job.specs, job.suite.combine_rounds)
-    probes = reference.block(combine_results(ran, job.reference_specs, combine_metrics))
-    environment = dict(groups[0].environment, cluster=record)
-    environment["system"] = dict(environment.get("system") or {}, reference=probes)
-    return {"": (environment, combined)}
+    combined = combine_results([(slot, results[slot.key]) for slot in plan], job.specs, job.suite.combine_rounds)
+    return {"": (dict(groups[0].environment, cluster=record), combined)}
 
 
 def _probed_nodes(ray, job, args, request: ProbeRequest) -> Tuple[List[Node], str, List[EnvironmentGroup]]:

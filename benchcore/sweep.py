@@ -122,7 +122,7 @@ def on_cluster(job: SweepJob, args, prog: str, argv: Sequence[str], extra: dict)
     shard started, finished or lost, with every node's running/finished count."""
     from . import cluster
 
-    bar = _progress(len(job.rounds.slots(job.all_specs, job.sides)))
+    bar = _progress(len(job.rounds.slots(job.specs, job.sides)))
     try:
         return cluster.measure(job, args, prog, argv, extra,
                                on_event=lambda line: bar.write(f"{prog}: ray: {line}", file=sys.stderr),
