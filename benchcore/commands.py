@@ -60,7 +60,8 @@ def build_parser(suite: str) -> ArgumentParser:
 
     sub.add_parser("system", help="print what about this machine makes timings noisy, with fixes",
                    description="CPU governor and turbo, load, busy processes, threads vs cores, ASLR: what a sweep "
-                               "records at its start and end, each warning with what to do.")
+                               "records at its start and end, each warning with what to do; and how much the machine's "
+                               "speed moves from one tenth of a second to the next (3 s of timing).")
     history.add_parser(sub)
 
     p = sub.add_parser("plot", help="write PNG charts of one report")
@@ -196,5 +197,5 @@ def _merge(suite: Suite, args) -> int:
 def _system(suite: Suite, args) -> int:
     from .system import format_state, read_system
 
-    print(format_state(read_system()))
+    print(format_state(read_system(speed=True)))
     return 0

@@ -43,7 +43,7 @@ COMPUTE_REPEATS = 40
 MEMORY_ELEMENTS = 4 * 1024 * 1024
 
 
-def _compute_workload() -> Workload:
+def compute_workload() -> Workload:
     import numpy as np
 
     a = np.linspace(0.5, 1.5, COMPUTE_ELEMENTS)
@@ -59,7 +59,7 @@ def _compute_workload() -> Workload:
     return Workload(forward=forward)
 
 
-def _memory_workload() -> Workload:
+def memory_workload() -> Workload:
     import numpy as np
 
     source = np.ones(MEMORY_ELEMENTS)
@@ -70,7 +70,7 @@ def _memory_workload() -> Workload:
 def execute(spec: CaseSpec, options: dict) -> dict:
     """The reference's metrics: `compute` and `memory` Measurements (ms per call)."""
     timer = PerfCounterTimer(sync=lambda: None)
-    builders = {"compute": _compute_workload, "memory": _memory_workload}
+    builders = {"compute": compute_workload, "memory": memory_workload}
     return {name: run_workload(builders[name](), SETTINGS, timer).forward.to_dict() for name in PARTS}
 
 

@@ -23,6 +23,10 @@ SAMPLE_S = 0.25
 #: 1-minute load average per usable core above which the machine counts as loaded
 LOAD_PER_CORE = 0.1
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
+#: measure_speed: how long, in windows of what length; a swing above the limit is warned about
+SPEED_SECONDS = 3.0
+SPEED_WINDOW_S = 0.1
+SPEED_SWING_LIMIT = 0.03
 
 
 @dataclass(frozen=True)
@@ -44,6 +48,8 @@ class SystemState:
     isolated_cpus: str = ""
     threads_env: Dict[str, Optional[str]] = field(default_factory=dict)
     busy_processes: List[dict] = field(default_factory=list)  # pid, name, cpu_share
+    #: how much the machine's speed moves from moment to moment (measure_speed); None: not measured
+    speed: Optional[dict] = None
 
     def to_dict(self) -> dict:
         data = asdict(self)
@@ -53,7 +59,7 @@ class SystemState:
     def advice(self) -> List[Advice]:
         """Every warning, in the order a user should act on them."""
         found: List[Advice] = []
-        for check in (_busy, _load, _threads, _governor, _turbo, _aslr):
+        for check in (_busy, _load, _speed, _threads, _governor, _turbo, _aslr):
             item = check(self)
             if item is not None:
                 found.append(item)
@@ -74,6 +80,46 @@ def _load(state: SystemState) -> Optional[Advice]:
         return None
     return Advice("load average", f"{state.load_average[0]:.2f} over the last minute on {state.usable_cores} "
                   "usable core(s)", "wait until the machine is idle; other work steals cores and caches")
+
+
+def _speed(state: SystemState) -> Optional[Advice]:
+    swing = max((state.speed or {}).get(part, 0.0) or 0.0 for part in ("compute_swing", "memory_swing")) \
+        if state.speed else 0.0
+    if swing <= SPEED_SWING_LIMIT:
+        return None
+    return Advice("speed swings", f"the machine's speed moves by {state.speed['compute_swing'] * 100:.0f}% (compute) "
+                  f"and {state.speed['memory_swing'] * 100:.0f}% (memory) from one {state.speed['window_s']:g} s to "
+                  "the next (a busy or shared host): a sweep's figures move with it",
+                  "gate with `ab`, whose rounds run side by side so the moment cancels, and more --rounds; "
+                  "compare's *Detectable slowdown* says what a comparison can still see")
+
+
+def measure_speed(seconds: float = SPEED_SECONDS, window_s: float = SPEED_WINDOW_S) -> dict:
+    """The spread (standard deviation of the log) of the machine reference's compute and memory
+    timings between successive windows of `window_s`: how much the machine's own speed moves
+    from one moment to the next, which no number of samples in one moment can average away."""
+    import numpy as np
+
+    from .reference import compute_workload, memory_workload
+
+    parts = {"compute": compute_workload().forward, "memory": memory_workload().forward}
+    windows: Dict[str, List[List[float]]] = {name: [] for name in parts}
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        window_end = time.perf_counter() + window_s
+        window = {name: [] for name in parts}
+        while time.perf_counter() < window_end:
+            for name, run in parts.items():
+                started = time.perf_counter()
+                run()
+                window[name].append(time.perf_counter() - started)
+        for name in parts:
+            windows[name].append(window[name])
+    found = {"seconds": seconds, "window_s": window_s, "windows": len(windows["compute"])}
+    for name, per_window in windows.items():
+        medians = np.log([np.median(w) for w in per_window if w])
+        found[f"{name}_swing"] = float(medians.std(ddof=1)) if len(medians) > 1 else None
+    return found
 
 
 def _threads(state: SystemState) -> Optional[Advice]:
@@ -175,8 +221,10 @@ def _busy_processes(sample_s: float) -> List[dict]:
     return sorted(busy, key=lambda p: -p["cpu_share"])
 
 
-def read_system(sample_s: float = SAMPLE_S) -> SystemState:
-    """The machine's state now (takes `sample_s` to watch the other processes)."""
+def read_system(sample_s: float = SAMPLE_S, speed: bool = False) -> SystemState:
+    """The machine's state now (takes `sample_s` to watch the other processes; with `speed`, also
+    SPEED_SECONDS to see how the machine's speed moves: the `system` command asks for it, a
+    sweep does not, its reference probes measure that as it runs)."""
     aslr = _read(Path("/proc/sys/kernel/randomize_va_space"))
     try:
         load = list(os.getloadavg())
@@ -192,7 +240,12 @@ def read_system(sample_s: float = SAMPLE_S) -> SystemState:
         isolated_cpus=_read(CPU_ROOT / "isolated") or "",
         threads_env={name: os.environ.get(name) for name in THREAD_VARIABLES},
         busy_processes=_busy_processes(sample_s),
+        speed=measure_speed() if speed else None,
     )
+
+
+def _pct(value: Optional[float]) -> str:
+    return "---" if value is None else f"{value * 100:.1f}%"
 
 
 def format_state(state: SystemState) -> str:
@@ -208,6 +261,9 @@ def format_state(state: SystemState) -> str:
         ["isolated CPUs", state.isolated_cpus or "none"],
         ["thread settings", ", ".join(f"{k}={v}" for k, v in state.threads_env.items() if v) or "unset"],
         ["busy processes", len(state.busy_processes)],
+        ["speed swing (compute, memory)", "---" if not state.speed else
+         f"{_pct(state.speed['compute_swing'])}, {_pct(state.speed['memory_swing'])} between "
+         f"{state.speed['window_s']:g} s windows ({state.speed['windows']} windows)"],
     ]
     lines = [tabulate(rows, tablefmt="plain"), ""]
     advice = state.advice()

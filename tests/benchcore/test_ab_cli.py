@@ -89,6 +89,7 @@ def test_system_prints_the_noise_state_with_a_fix_for_each_warning(tmp_path, sui
     proc = run(suite, "system", cwd=tmp_path, timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert "usable cores" in proc.stdout and "load average" in proc.stdout and "ASLR" in proc.stdout
+    assert "speed swing (compute, memory)" in proc.stdout and "between 0.1 s windows" in proc.stdout
     warnings = [line for line in proc.stdout.splitlines() if line.startswith("warning: ")]
     fixes = [line for line in proc.stdout.splitlines() if line.startswith("  fix: ")]
     assert len(warnings) == len(fixes)

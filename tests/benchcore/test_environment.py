@@ -77,3 +77,18 @@ def test_report_records_start_before_and_finish_after_the_run(tmp_path):
     assert env["started_at"] <= env["finished_at"]
     assert env["seed"] == 5 and env["timer"] == "perf_counter"
     assert env["command_line"][:2] == ["rnnbench", "bench"]
+
+
+def test_a_machine_whose_speed_swings_is_warned_about_with_what_to_do():
+    from benchcore.system import SystemState, measure_speed
+
+    speed = measure_speed(seconds=0.3, window_s=0.05)
+    assert speed["windows"] >= 3 and speed["compute_swing"] >= 0 and speed["memory_swing"] >= 0
+    calm = SystemState(threads_env={"OMP_NUM_THREADS": "1"}, usable_cores=2,
+                       speed=dict(speed, compute_swing=0.01, memory_swing=0.02))
+    assert not [a for a in calm.advice() if a.check == "speed swings"]
+    shaky = SystemState(threads_env={"OMP_NUM_THREADS": "1"}, usable_cores=2,
+                        speed=dict(speed, compute_swing=0.01, memory_swing=0.2))
+    [advice] = [a for a in shaky.advice() if a.check == "speed swings"]
+    assert "20% (memory)" in advice.found and "`ab`" in advice.fix
+    assert shaky.to_dict()["speed"]["memory_swing"] == 0.2
