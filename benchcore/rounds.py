@@ -42,9 +42,12 @@ STATUS_ORDER = ("crashed", "timeout", "failed", "skipped", "ok")
 
 #: Warmup iterations every round gets, when the warmup asked for has at least this many: a
 #: fresh process must reach steady state again (first-call allocation, MKLDNN primitives,
-#: TorchScript's profiling executor optimising after its first runs), and a handful of
-#: iterations does that for every case we measured (docs/COMPARING.md).
-WARMUP_FLOOR = 5
+#: TorchScript's profiling executor, which optimises after its first profiled run). Measured
+#: (docs/COMPARING.md): after the warmup, the first timed iterations of a round run a few percent
+#: slow on average, which moves a round's median by under 1%, against 10-15% between rounds on
+#: this machine; a floor of 5 instead cost rnnbench's default group 1.6x the wall time of one
+#: round (15 warmup iterations instead of 5), a floor of 2 keeps it near 1.1x.
+WARMUP_FLOOR = 2
 
 
 @dataclass(frozen=True)

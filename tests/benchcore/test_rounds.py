@@ -27,8 +27,8 @@ def test_runs_are_split_over_the_rounds(runs, rounds, per_round):
     assert RoundPlan(rounds).runs_per_round(runs) == per_round
 
 
-@pytest.mark.parametrize("warmup,rounds,per_round", [(25, 3, 9), (25, 5, 5), (25, 10, 5), (3, 5, 3), (0, 3, 0),
-                                                    (10, 1, 10)])
+@pytest.mark.parametrize("warmup,rounds,per_round", [(25, 3, 9), (25, 5, 5), (25, 20, 2), (3, 5, 2), (1, 3, 1),
+                                                    (0, 3, 0), (10, 1, 10)])
 def test_warmup_is_split_but_every_fresh_process_gets_a_floor(warmup, rounds, per_round):
     assert RoundPlan(rounds).warmup_per_round(warmup) == per_round
 
