@@ -15,6 +15,7 @@ from pathlib import Path
 import mxnet  # noqa: F401  (plainly: a broken MXNet fails these tests instead of skipping them)
 import pytest
 
+from benchcore import reference
 from benchcore.report import Report
 from opbench import cli
 from opbench.views import opperf_view, to_markdown
@@ -249,6 +250,8 @@ def test_resume_after_interruption(tmp_path, capsys, monkeypatch, restored_envir
         os.kill(pid, signal.SIGKILL)
     done_before = {json.loads(line).get("key") for line in checkpoint.read_text().splitlines()} - {None}
     assert key not in done_before and not (tmp_path / "r.json").exists()
+    probes = {done for done in done_before if done.startswith("benchcore/machine_reference/")}
+    assert probes, "the round's first machine-reference probe is checkpointed with the cases"
 
     _one_line_error(opbench(*args, cwd=tmp_path))  # a checkpoint is there: --resume or delete it
     # a resume under other settings would mix their samples into one report: refused, naming each
@@ -266,7 +269,8 @@ def test_resume_after_interruption(tmp_path, capsys, monkeypatch, restored_envir
     assert proc.returncode == 0, proc.stderr
     report = Report.load(tmp_path / "r.json")
     keys = {r.spec.key for r in report.results}
-    assert done_before < keys and key in keys and len(keys) == len(report.results)
+    assert done_before - probes < keys and key in keys and len(keys) == len(report.results)
+    assert reference.of_report(report)["probes"] >= len(probes), "the checkpointed probes reach the report"
     assert not checkpoint.exists()
 
 
