@@ -125,6 +125,9 @@ def test_pytest_benchmark_entry_runs_at_tiny_sizes(tmp_path):
          "--benchmark-min-rounds", "2", "--benchmark-max-time", "0.01", "--benchmark-warmup", "off", "--rnnbench-warmup", "2",
          "--benchmark-json", str(out)],
         capture_output=True, text=True, cwd=ROOT, timeout=300,
+        # a pytest of its own, even when this suite runs under pytest-xdist (pytest-benchmark
+        # disables itself in an xdist worker, which the inherited variables would make it)
+        env={k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_XDIST", "PYTEST_CURRENT"))},
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     data = json.loads(out.read_text())
