@@ -297,22 +297,13 @@ def t_on_logs(base: Sequence[float], new: Sequence[float], prior: Optional["Vari
     Rounds that agree exactly on both sides (a coarse clock) and no prior leave no variance:
     then the p-value is 0 for different levels and 1 for equal ones, and the bounds are the point.
     """
-    from scipy.stats import t as student_t
-
     x, y = np.log(np.asarray(base, dtype=np.float64)), np.log(np.asarray(new, dtype=np.float64))
     df = len(x) + len(y) - 2
     variance = (((x - x.mean()) ** 2).sum() + ((y - y.mean()) ** 2).sum()) / df if df > 0 else 0.0
     if prior is not None:
         variance, df = prior.moderated(variance, df)
     se = math.sqrt(variance * (1 / len(x) + 1 / len(y)) + offset_variance)
-    change = float(y.mean() - x.mean() - offset)
-    if se == 0 or df <= 0:
-        point = math.exp(change)
-        return TestResult(0.0 if change != 0 else 1.0, "t-log", (point, point))
-    quantile = float(student_t.ppf(0.5 + confidence / 2, df))
-    p_value = float(2 * student_t.sf(abs(change) / se, df))
-    method = "moderated-t-log" if prior is not None else "t-log"
-    return TestResult(p_value, method, (math.exp(change - quantile * se), math.exp(change + quantile * se)), se, df)
+    return _t_on_log_change(float(y.mean() - x.mean() - offset), se, df, "t-log", prior is not None, confidence)
 
 
 def paired_t_on_logs(base: Sequence[float], new: Sequence[float], prior: Optional["VariancePrior"] = None,
@@ -323,22 +314,29 @@ def paired_t_on_logs(base: Sequence[float], new: Sequence[float], prior: Optiona
     machine's speed of that moment, which swings by a fifth between seconds on a shared VM, is
     common to the pair and cancels in its ratio. `prior` moderates the variance of the log ratios
     as in t_on_logs (fitted to the paired variances of all the comparison's quantities)."""
-    from scipy.stats import t as student_t
-
     d = np.log(np.asarray(new, dtype=np.float64)) - np.log(np.asarray(base, dtype=np.float64))
     df = len(d) - 1
     variance = float(d.var(ddof=1)) if df > 0 else 0.0
     if prior is not None:
         variance, df = prior.moderated(variance, df)
     se = math.sqrt(variance / len(d))
-    change = float(d.mean())
+    return _t_on_log_change(float(d.mean()), se, df, "paired-t-log", prior is not None, confidence)
+
+
+def _t_on_log_change(change: float, se: float, df: float, method: str, moderated: bool,
+                     confidence: float) -> TestResult:
+    """The t-test of a change of log time with standard error `se` on `df` degrees of freedom:
+    p, and the ratio's bounds at `confidence`. Without variance (identical rounds) the bounds are
+    the point itself, and any change at all is certain."""
+    from scipy.stats import t as student_t
+
     if se == 0 or df <= 0:
         point = math.exp(change)
-        return TestResult(0.0 if change != 0 else 1.0, "paired-t-log", (point, point))
+        return TestResult(0.0 if change != 0 else 1.0, method, (point, point))
     quantile = float(student_t.ppf(0.5 + confidence / 2, df))
     p_value = float(2 * student_t.sf(abs(change) / se, df))
-    method = "moderated-paired-t-log" if prior is not None else "paired-t-log"
-    return TestResult(p_value, method, (math.exp(change - quantile * se), math.exp(change + quantile * se)), se, df)
+    bounds = (math.exp(change - quantile * se), math.exp(change + quantile * se))
+    return TestResult(p_value, f"moderated-{method}" if moderated else method, bounds, se, df)
 
 
 @dataclass(frozen=True)

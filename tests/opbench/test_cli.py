@@ -213,15 +213,6 @@ def _children(pid):
         return []
 
 
-@pytest.fixture
-def restored_environ():
-    """In-process runs of the CLI set the thread variables (--threads) in os.environ: undo that."""
-    saved = dict(os.environ)
-    yield
-    os.environ.clear()
-    os.environ.update(saved)
-
-
 def _refused_changes(capsys, argv):
     """Run the CLI in this process on argv; it must refuse the resume: the option keys it names."""
     assert cli.main(argv) == 2

@@ -216,15 +216,6 @@ def test_absolute_grads_turns_gradient_scaling_off(capsys, monkeypatch):
     capsys.readouterr()
 
 
-@pytest.fixture
-def restored_environ():
-    """In-process runs of the CLI set the thread variables (--threads) in os.environ: undo that."""
-    saved = dict(os.environ)
-    yield
-    os.environ.clear()
-    os.environ.update(saved)
-
-
 def test_threads_and_seed_reach_the_report(tmp_path, capsys, restored_environ):
     out = tmp_path / "r.json"
     code = main(["bench", *TINY, "--group", "rnns", "--rnns", "cudnn", "jit", "--nloops", "2", "--warmup", "0",
