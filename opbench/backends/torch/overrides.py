@@ -19,6 +19,8 @@ with what is done instead (docs/opbench-notes.md lists them with the reasons):
   arguments; max_unpool's output_size; split sizes of 1), given a hand-written sample that is
   scaled like OpInfo's.
 - LEFT_OUT: operators not timed here, with the reason.
+- NON_NORMAL: operators whose NaN, infinite or subnormal values are their own (the audit marks
+  those cases `expected`, with the reason), not our inputs'.
 """
 
 from __future__ import annotations
@@ -71,6 +73,10 @@ KEEP_LAST: Dict[str, int] = {"nn.functional.grid_sample": 0, "grid_sampler_2d": 
 
 #: (name, variant) → why it gets no case
 LEFT_OUT: Dict[Key, str] = {}
+
+#: (name, variant) → why its non-normal values are inherent to the operator (benchcore.audit's
+#: `expected`); a case whose non-normal values come from its inputs gets other inputs instead
+NON_NORMAL: Dict[Key, str] = {}
 
 def sample_tree(input_, *args, **kwargs) -> dict:
     """A hand-written sample: tensors as opbench.inputs descriptors wrapped as tensor nodes."""
