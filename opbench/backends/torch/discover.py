@@ -193,6 +193,15 @@ def _structured(tree: Any, data: Dict[str, dict]) -> Any:
     return {k: _structured(v, data) for k, v in tree.items()}
 
 
+def _in_domain(tree: dict, low: float, high: float) -> dict:
+    """DOMAINS: every floating-point tensor drawn afresh, uniform in [low, high]."""
+    for desc in descriptors(tree):
+        if desc["dtype"].startswith(("float", "bfloat")):
+            desc.pop("data", None)
+            desc.update(init="fresh", low=low, high=high)
+    return tree
+
+
 def _keep(name: str, tree: dict) -> dict:
     """KERNELS and KEEP_SIZES: mark the dimensions that scaling leaves alone."""
     if name in overrides.KERNELS and tree["args"] and isinstance(tree["args"][0], dict) and "tensor" in tree["args"][0]:
@@ -242,6 +251,8 @@ def candidates(op, dtype, device: str, grad: bool, seed: int, tried: List[dict])
             continue
         if op.name in overrides.STRUCTURED:
             tree = _structured(tree, data)
+        if key in overrides.DOMAINS:
+            tree = _in_domain(tree, *overrides.DOMAINS[key])
         tree = _keep(op.name, tree)
         size = sum(math.prod(d["shape"]) for d in descriptors(tree))
         encoded.append((-size, index, tree, data))

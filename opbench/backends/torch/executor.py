@@ -19,6 +19,13 @@ Engines
 Backward runs autograd from every floating-point output that carries a gradient, against a
 random gradient of its shape (drawn once, outside the timed region); input gradients are reset
 to None after each iteration (untimed), so backward never times an accumulation.
+
+Audit (options["audit"], on unless False): once per case, untimed, after the timed runs
+(audit.py: the inputs, one more forward, and one more backward's input gradients), with the
+override table's reason when the non-normal values are the operator's (overrides.NON_NORMAL).
+Subnormal flushing (options["flush_denormal"]): torch.set_flush_denormal before the case's
+first operator; `metrics["denormals"]` records what torch's threads really do (rnnbench's
+denormal_state: the same torch calls and probe).
 """
 
 from __future__ import annotations
@@ -245,10 +252,16 @@ def execute(spec: CaseSpec, options: dict) -> dict:
     from .callables import callable_for
     from .sample import Decoder, Scale, tensors_in
 
+    from rnnbench.audit import denormal_state
+
+    from .audit import add_audit
+    from .overrides import NON_NORMAL
+
     engine = options.get("profiler") or "native"
     if engine not in ENGINES:
         raise UsageError(f"unknown profiler {engine!r}; choose native or python")
     settings = RunSettings.from_dict(options.get("settings") or {})
+    denormals = denormal_state(bool(options.get("flush_denormal")))
     params = spec.params
     name, variant, device = params["op"], params.get("variant") or "", params["device"]
     _check_device(device)
@@ -280,6 +293,8 @@ def execute(spec: CaseSpec, options: dict) -> dict:
     metrics["threads"] = torch.get_num_threads()
     metrics["rss_before_bytes"] = rss_before
     metrics["rss_peak_bytes"] = peak_rss() if peak_reset else None
+    metrics["denormals"] = denormals
+    add_audit(metrics, options, workload, (first, args, kwargs), NON_NORMAL.get((name, variant)))
     del first, args, kwargs, workload
     return_freed_memory()
     metrics["rss_after_bytes"] = resident_bytes()

@@ -18,7 +18,12 @@ with what is done instead (docs/opbench-notes.md lists them with the reasons):
 - SAMPLES: operators whose OpInfo samples cannot be scaled (a factory operator's sizes are
   arguments; max_unpool's output_size; split sizes of 1), given a hand-written sample that is
   scaled like OpInfo's.
+- DOMAINS: operators whose tiled OpInfo values drive them out of their domain or into NaN,
+  infinities or subnormals (docs/opbench-notes.md, the audit): every floating-point tensor of
+  the sample gets fresh uniform values in the range given.
 - LEFT_OUT: operators not timed here, with the reason.
+- NON_NORMAL: operators whose NaN, infinite or subnormal values are their own (the audit marks
+  those cases `expected`, with the reason), not our inputs'.
 """
 
 from __future__ import annotations
@@ -39,6 +44,8 @@ CUBIC_MAX_WORK = 2**25
 FRESH = frozenset({
     "sort", "argsort", "msort", "topk", "kthvalue", "unique", "unique_consecutive", "median", "nanmedian", "mode",
     "quantile", "nanquantile", "masked.median",
+    # LU of a tiled rectangular matrix: rank-deficient, so its backward divides by zero pivots (NaN)
+    "lu", "linalg.lu", "linalg.lu_factor_ex",
 })
 
 STRUCTURED = frozenset({
@@ -69,8 +76,44 @@ KEEP_SIZES: Dict[str, int] = {"cross": 3, "linalg.cross": 3, "view_as_complex": 
 #: coordinates): name → i
 KEEP_LAST: Dict[str, int] = {"nn.functional.grid_sample": 0, "grid_sampler_2d": 0, "grid_sampler_3d": 0}
 
+#: products: values this close to 1 keep a product of a million of them normal (U(0.5, 1.5)
+#: sinks below float32's subnormals within a few thousand; OpInfo's [-9, 9] overflows)
+_NEAR_ONE = (0.999, 1.001)
+#: (name, variant) → (low, high) of every floating-point input (see the module docstring)
+DOMAINS: Dict[Key, Tuple[float, float]] = {
+    ("cumprod", ""): _NEAR_ONE, ("masked.cumprod", ""): _NEAR_ONE, ("masked.prod", ""): _NEAR_ONE,
+    ("index_reduce", "prod"): _NEAR_ONE, ("scatter_reduce", "prod"): _NEAR_ONE,
+    ("__rpow__", ""): (0.5, 2.0),  # a negative base to a fractional power is NaN
+    ("igamma", ""): (0.5, 5.0), ("igammac", ""): (0.5, 5.0),  # defined for a > 0, x >= 0
+    ("special.zeta", ""): (1.5, 5.0),  # Hurwitz zeta: x > 1, q > 0
+    ("special.bessel_y0", ""): (0.5, 9.0), ("special.bessel_y1", ""): (0.5, 9.0),
+    ("special.modified_bessel_k0", ""): (0.5, 9.0), ("special.modified_bessel_k1", ""): (0.5, 9.0),
+    ("special.scaled_modified_bessel_k0", ""): (0.5, 9.0),
+    ("special.scaled_modified_bessel_k1", ""): (0.5, 9.0),  # x > 0
+    ("erf", ""): (-3.0, 3.0),  # its gradient exp(-x^2) is 1e-36 at 9: times a head gradient, subnormal
+    ("linalg.vander", ""): (0.7, 1.3),  # x^134 of [-9, 9] overflows; of 0.5 it is subnormal
+    # the chosen sample holds NaN on purpose (OpInfo tests their NaN handling)
+    ("masked.argmax", ""): (-9.0, 9.0), ("masked.argmin", ""): (-9.0, 9.0),
+    # reflectors I - tau v v^T with OpInfo's tau and v grow without bound over a product of 90
+    ("linalg.householder_product", ""): (0.0, 0.01),
+    # scores of [-9, 9] queries and keys saturate the softmax: its gradients are subnormal
+    ("nn.functional.scaled_dot_product_attention", ""): (-1.0, 1.0),
+}
+
 #: (name, variant) → why it gets no case
 LEFT_OUT: Dict[Key, str] = {}
+
+#: (name, variant) → why its non-normal values are inherent to the operator (benchcore.audit's
+#: `expected`); a case whose non-normal values come from its inputs gets other inputs instead
+_UNINITIALIZED = "uninitialized memory: it holds whatever the allocator hands back, subnormals included"
+_MASKED_OUT = "masked-out elements are -inf in log space by definition"
+_MASKED_ROW = "OpInfo's mask masks whole rows out, and a row with nothing to normalize is NaN (0/0) by definition"
+NON_NORMAL: Dict[Key, str] = {
+    ("empty", ""): _UNINITIALIZED, ("empty_like", ""): _UNINITIALIZED, ("empty_strided", ""): _UNINITIALIZED,
+    ("masked.log_softmax", ""): f"{_MASKED_OUT}; {_MASKED_ROW}", ("masked.logaddexp", ""): _MASKED_OUT,
+    ("masked.softmax", ""): _MASKED_ROW, ("masked.softmin", ""): _MASKED_ROW,
+    ("torch.ops.aten._safe_softmax.default", ""): "-inf inputs are its purpose: a row of -inf gives 0, not NaN",
+}
 
 def sample_tree(input_, *args, **kwargs) -> dict:
     """A hand-written sample: tensors as opbench.inputs descriptors wrapped as tensor nodes."""
@@ -110,7 +153,10 @@ def _factory_samples() -> Dict[Key, dict]:
         ("triu_indices", ""): sample_tree(16, 16),
         ("tril_indices", ""): sample_tree(16, 16),
     }
-    extra = {"general_cosine": {"a": [0.5, 0.5]}, "general_hamming": {"alpha": 0.54}}
+    # std and tau as integers, so they scale with the window's length (ints scaling): at a
+    # fixed 1.0 a window of a million points is zeros with a few subnormals at its centre
+    extra = {"general_cosine": {"a": [0.5, 0.5]}, "general_hamming": {"alpha": 0.54}, "gaussian": {"std": 16},
+             "exponential": {"tau": 16}}
     for window in _WINDOWS:
         samples[(f"signal.windows.{window}", "")] = sample_tree(64, **extra.get(window, {}), **f32)
     return samples

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import List
 
+from benchcore import audit
 from benchcore.report import CaseResult, Report
 
 from opbench.views import MISSING, _fmt, _inputs_text, _sampling_text, _table
@@ -51,6 +52,8 @@ def to_markdown(report: Report) -> str:
              f"`{MISSING}`: not measured (the JSON report says why under `missing`).", ""]
     headers = HEADERS + (["Fwd Round Spread"] if rounds else [])
     parts += [_table([_row(r, rounds) for r in ok], headers) if ok else "(no case was measured)", ""]
+    parts += audit.markdown_section([(r.spec.name, r.metrics or {}) for r in ok],
+                                    audited=settings.get("audit") is not False)
     failures = [r for r in _ordered(report.results) if r.status in ("failed", "crashed", "timeout")]
     if failures:
         parts += ["## Failures", "", _table([[r.spec.name, r.status, (r.error or "").replace("|", "\\|")[:300]]
