@@ -208,3 +208,21 @@ def test_both_backends_scan_their_operators(manifest):
     mxnet_rows = {r.name: r for r in backend_for("mxnet").scan(None, "cpu(0)")}
     assert mxnet_rows["broadcast_add"].reason is None and mxnet_rows["broadcast_add"].category == "binary_broadcast"
     assert mxnet_rows["Pad"].reason  # a deprecated alias: filtered, with why
+
+
+def test_the_cached_manifest_is_named_by_the_discovery_code(tmp_path, monkeypatch):
+    """An edited override must not be served the inputs an older checkout discovered."""
+    from opbench.backends.torch import manifest as manifest_module
+
+    monkeypatch.setenv(manifest_module.CACHE_ENV, str(tmp_path))
+    sources = []
+    for module in manifest_module.DISCOVERY_SOURCES:
+        copy = tmp_path / module.name
+        copy.write_bytes(module.read_bytes())
+        sources.append(copy)
+    monkeypatch.setattr(manifest_module, "DISCOVERY_SOURCES", tuple(sources))
+    before = manifest_module.cache_path("float32", "cpu", 1 << 20, 0)
+    assert before.parent == tmp_path and manifest_module.discovery_digest() in before.name
+    sources[2].write_text(sources[2].read_text() + "\n# a changed override\n")  # overrides.py
+    after = manifest_module.cache_path("float32", "cpu", 1 << 20, 0)
+    assert after != before and after.parent == tmp_path

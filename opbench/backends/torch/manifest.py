@@ -1,8 +1,8 @@
 """The manifest: which OpInfo entries a torch sweep times, on what inputs, and why others not.
 
 Built by discovery (opbench.backends.torch.discover) in processes of its own, once per torch
-version, dtype, device kind, size target and seed, and cached (OPBENCH_CACHE, default
-~/.cache/opbench); `--manifest PATH` reads (or builds) one at a given path, e.g. the one an
+version, dtype, device kind, size target, seed and version of the discovery code, and cached
+(OPBENCH_CACHE, default ~/.cache/opbench); `--manifest PATH` reads (or builds) one at a given path, e.g. the one an
 older report names, so two torch versions time the same cases. One JSON file:
 
     {"format": "opbench-torch-manifest", "version": 1, "torch": "2.13.0+cpu", "dtype": "float32",
@@ -54,10 +54,25 @@ def torch_version() -> str:
         raise UsageError("--framework torch needs PyTorch, and it is not installed; pip install -e '.[torch]'") from None
 
 
+#: the modules whose code decides what discovery writes (samples, scaling, overrides, calls)
+DISCOVERY_SOURCES = tuple(Path(__file__).with_name(name) for name in
+                          ("discover.py", "sample.py", "overrides.py", "callables.py", "categories.py"))
+
+
+def discovery_digest() -> str:
+    """A short hash of the discovery code: part of the cached manifest's name, so a change to an
+    override or to the scaling is never served the inputs an older checkout discovered."""
+    digest = hashlib.sha256()
+    for source in DISCOVERY_SOURCES:
+        digest.update(Path(source).read_bytes())
+    return digest.hexdigest()[:12]
+
+
 def cache_path(dtype: str, device: str, size_target: int, seed: int) -> Path:
     root = Path(os.environ.get(CACHE_ENV) or Path.home() / ".cache" / "opbench").expanduser()
     kind = device.split(":")[0]
-    return root / f"torch-{torch_version()}-{dtype}-{kind}-{size_target}-seed{seed}-v{VERSION}.json"
+    return root / (f"torch-{torch_version()}-{dtype}-{kind}-{size_target}-seed{seed}-v{VERSION}-"
+                   f"{discovery_digest()}.json")
 
 
 def key_of(entry: dict) -> Key:
