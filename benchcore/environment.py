@@ -275,6 +275,25 @@ def thread_flush_state() -> dict:
     return {"method": "arithmetic", "mxcsr": None, "ftz": probe["ftz"] == 1.0, "daz": probe["daz"] == 1.0}
 
 
+_TORCH_PROBED: Dict[bool, dict] = {}
+
+
+def torch_flush_state(flush: bool) -> dict:
+    """Apply --flush-denormal (torch.set_flush_denormal: FTZ and DAZ on the calling thread;
+    torch's intra-op threads inherit it when created afterwards, i.e. at the first parallel
+    region, and keep what they started with), then what is in force: this thread's MXCSR bits
+    and the fraction of values torch's CPU threads flush (probed once per process)."""
+    import torch
+
+    applied: Optional[bool] = torch.set_flush_denormal(True) if flush else None
+    if flush not in _TORCH_PROBED:
+        _TORCH_PROBED[flush] = flush_probe(lambda values, factor: (torch.from_numpy(values) * factor).numpy())
+    state = {"requested": flush, "python_thread": thread_flush_state(), "operator_threads": _TORCH_PROBED[flush]}
+    if flush and not applied:
+        state["reason"] = "torch.set_flush_denormal is not supported on this CPU (it needs SSE3 on x86)"
+    return state
+
+
 # --------------------------------------------------------------------------- differences between two reports
 
 

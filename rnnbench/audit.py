@@ -9,7 +9,7 @@ or a CNN's logits. A list (sequences, variable-length inputs) is counted as one 
 from __future__ import annotations
 
 import time
-from typing import Any, Dict, Optional, Sequence
+from typing import Any, Dict, Sequence
 
 from benchcore import audit
 
@@ -49,24 +49,3 @@ def audit_workload(workload, names: Sequence[str]) -> dict:
         workload.zero_grad()
     block["elapsed_ms"] = (time.perf_counter() - started) * 1e3
     return block
-
-
-_PROBED: Dict[bool, dict] = {}
-
-
-def denormal_state(flush: bool) -> dict:
-    """Apply --flush-denormal (torch.set_flush_denormal: FTZ and DAZ on the calling thread;
-    torch's intra-op threads inherit it when created afterwards, i.e. at the first parallel
-    region, and keep what they started with), then what is in force: this thread's MXCSR bits
-    and the fraction of values torch's CPU threads flush (probed once per process)."""
-    import torch
-
-    from benchcore.environment import flush_probe, thread_flush_state
-
-    applied: Optional[bool] = torch.set_flush_denormal(True) if flush else None
-    if flush not in _PROBED:
-        _PROBED[flush] = flush_probe(lambda values, factor: (torch.from_numpy(values) * factor).numpy())
-    state = {"requested": flush, "python_thread": thread_flush_state(), "operator_threads": _PROBED[flush]}
-    if flush and not applied:
-        state["reason"] = "torch.set_flush_denormal is not supported on this CPU (it needs SSE3 on x86)"
-    return state

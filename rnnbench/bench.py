@@ -308,13 +308,14 @@ def execute(spec: CaseSpec, options: dict) -> dict:
     `compile_ms` is the one-off compile cost a compile runner reports in its ModelDef info
     (see compile_metrics); `build_ms` is the time the creator took, compile included.
     """
+    from benchcore.environment import torch_flush_state
     from benchcore.runner import RunSettings, run_workload
     from benchcore.timers import timer_for
 
-    from .audit import audit_workload, denormal_state
+    from .audit import audit_workload
 
     _apply_threads(options)
-    denormals = denormal_state(bool(options.get("flush_denormal")))
+    denormals = torch_flush_state(bool(options.get("flush_denormal")))
     settings = RunSettings.from_dict(options.get("settings") or {})
     with prepared(spec) as prep:
         timer = timer_for(prep.workload.device, prep.workload.sync)

@@ -24,8 +24,8 @@ Audit (options["audit"], on unless False): once per case, untimed, after the tim
 (audit.py: the inputs, one more forward, and one more backward's input gradients), with the
 override table's reason when the non-normal values are the operator's (overrides.NON_NORMAL).
 Subnormal flushing (options["flush_denormal"]): torch.set_flush_denormal before the case's
-first operator; `metrics["denormals"]` records what torch's threads really do (rnnbench's
-denormal_state: the same torch calls and probe).
+first operator; `metrics["denormals"]` records what torch's threads really do (benchcore.environment's
+torch_flush_state, as rnnbench's).
 """
 
 from __future__ import annotations
@@ -249,11 +249,10 @@ def execute(spec: CaseSpec, options: dict) -> dict:
     """Run one case with the engine in options["profiler"]; its JSON metrics."""
     import torch
 
+    from benchcore.environment import torch_flush_state
+
     from .callables import callable_for
     from .sample import Decoder, Scale, tensors_in
-
-    from rnnbench.audit import denormal_state
-
     from .audit import add_audit
     from .overrides import NON_NORMAL
 
@@ -261,7 +260,7 @@ def execute(spec: CaseSpec, options: dict) -> dict:
     if engine not in ENGINES:
         raise UsageError(f"unknown profiler {engine!r}; choose native or python")
     settings = RunSettings.from_dict(options.get("settings") or {})
-    denormals = denormal_state(bool(options.get("flush_denormal")))
+    denormals = torch_flush_state(bool(options.get("flush_denormal")))
     params = spec.params
     name, variant, device = params["op"], params.get("variant") or "", params["device"]
     _check_device(device)
