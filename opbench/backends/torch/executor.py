@@ -251,10 +251,10 @@ def execute(spec: CaseSpec, options: dict) -> dict:
 
     from benchcore.environment import torch_flush_state
 
-    from .callables import callable_for
-    from .sample import Decoder, Scale, tensors_in
     from .audit import add_audit
+    from .callables import callable_for
     from .overrides import NON_NORMAL
+    from .sample import Decoder, Scale, tensors_in
 
     engine = options.get("profiler") or "native"
     if engine not in ENGINES:
