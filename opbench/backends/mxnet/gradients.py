@@ -9,8 +9,8 @@ question that matters for timing a backward pass is whether autograd can take th
 and only MXNet can answer it: this module asks it, at tiny shapes.
 
 `probe_one(op)` builds the operator's first tiny input combination whose backward is not
-marked off in its rule, the same way a timed case does (opbench.backends.mxnet.cases.materialize with
-backward planned: gradients on the inputs the rule marks, or on every floating-point input
+marked off in its rule, the same way a timed case does (opbench.backends.mxnet.arrays.materialize
+with backward planned: gradients on the inputs the rule marks, or on every floating-point input
 the operator does not write when it marks none), records one call with autograd and runs
 backward from every output with head gradients of ones. The answer is one of:
 
@@ -35,7 +35,8 @@ differentiable, but their backward is not timed (reason ZERO_FILL).
 The answers are not computed at every start (importing and probing every operator takes
 seconds): they are stored in registry.NOT_DIFFERENTIABLE and registry.ZERO_GRADIENT, and
 tests/opbench/test_gradients.py runs this probe on the installed MXNet and asserts the stored
-tables equal it. After an MXNet upgrade, `python -m opbench.backends.mxnet.gradients` prints the tables to paste.
+tables equal it. After an MXNet upgrade, `python -m opbench.backends.mxnet.gradients` prints the
+tables to paste.
 
 `probe(ops)` runs the probe in child processes, so an operator that crashes MXNet (a segfault
 or a double free, as SequenceLast's backward without sequence lengths does) is reported as
