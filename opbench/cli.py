@@ -43,7 +43,8 @@ from benchcore.errors import UsageError
 
 from .backends import FRAMEWORKS, backend_for
 from .backends.base import split as _split
-from .suite import PROG, SUITE
+from .extras import from_results, in_report_order, label_of, operator_of
+from .suite import PROG
 
 TINY_ENV = "OPBENCH_TINY"
 AB_COMMAND = "ab"
@@ -127,71 +128,11 @@ def framework_of(argv: Sequence[str]) -> str:
 # The sweep
 
 
-def _op(result) -> str:
-    """The operator a case times: MXNet's operator name; a torch case's OpInfo entry
-    ("name" or "name.variant": variants of one name are different entries)."""
-    if result.spec.params.get("framework") == "torch":
-        return result.spec.name
-    return result.spec.params.get("op", result.spec.name)
-
-
-def _label(result) -> str:
-    variant = result.spec.params.get("variant")
-    if result.spec.params.get("framework") == "torch" or not variant:
-        return _op(result)
-    return f"{_op(result)} [{variant}]"
-
-
-def no_benchmark(skipped, results) -> List[dict]:
-    """Operators in scope without a measured case: no input rule, or every case failed/skipped."""
-    items = [{"op": op, "reason": reason} for op, reason in skipped]
-    by_op = {}
-    for result in results:
-        by_op.setdefault(_op(result), []).append(result)
-    for op, group in by_op.items():
-        if not any(r.ok for r in group):
-            statuses = sorted({r.status for r in group})
-            items.append({"op": op, "reason": f"all {len(group)} case(s) ended {'/'.join(statuses)}"})
-    return sorted(items, key=lambda item: item["op"])
-
-
-def _in_report_order(results) -> list:
-    return sorted(results, key=lambda r: (_op(r), r.spec.key))
-
-
-def _from_results(skipped, results) -> dict:
-    """The extras derived from the results (with the operators that got no case)."""
-    return {
-        "no_benchmark": no_benchmark(skipped, results),
-        "skipped": [{"op": _op(r), "key": r.spec.key, "reason": r.error} for r in results if r.status == "skipped"],
-    }
-
-
-def finish_merged(report):
-    """A merged report as the unsharded run writes it (benchcore.merge's finisher for opbench).
-
-    Results in the run's order, and the extras derived from results rebuilt from all shards'
-    results: a shard's "all cases failed" note is wrong once another shard measured the
-    operator. Operators without any case (no input rule...) are the same in every shard.
-    """
-    from benchcore.report import Report
-
-    results = _in_report_order(report.results)
-    with_results = {_op(r) for r in results}
-    extras = [report.extra] + [shard.get("extra", {}) for shard in report.extra.get("shards", [])]
-    without_cases = sorted({(item["op"], item["reason"]) for extra in extras
-                            for item in extra.get("no_benchmark", []) if item["op"] not in with_results})
-    extra = {**_from_results(without_cases, results), **{k: v for k, v in report.extra.items()
-                                                         if k not in ("no_benchmark", "skipped")}}
-    return Report(suite=report.suite, environment=report.environment, settings=report.settings,
-                  results=results, extra=extra, schema_version=report.schema_version)
-
-
 def build_report(args, plan, job, environment, results, paths):
     from benchcore.environment import now_iso
     from benchcore.report import Report
 
-    results = _in_report_order(results)
+    results = in_report_order(results)
     settings = {
         "framework": args.framework,
         "profiler": args.profiler,
@@ -214,7 +155,7 @@ def build_report(args, plan, job, environment, results, paths):
         "resume": args.resume,
         **audit.worker_options(args),
     }
-    extra = {**_from_results(plan.skipped, results), "excluded": plan.excluded, **plan.extra}
+    extra = {**from_results(plan.skipped, results), "excluded": plan.excluded, **plan.extra}
     environment = dict(environment, finished_at=now_iso())
     return Report(suite=PROG, environment=environment, settings=settings, results=results, extra=extra)
 
@@ -226,23 +167,23 @@ def summarize(report, skipped, started: float, written: List[Path]) -> None:
     failed = report.failures
     skipped_cases = [r for r in report.results if r.status == "skipped"]
     say = lambda text: print(f"{PROG}: {text}", file=sys.stderr)  # noqa: E731
-    operators, cases = len({_op(r) for r in ok}), len(ok)
+    operators, cases = len({operator_of(r) for r in ok}), len(ok)
     say(f"benchmarked {operators} operator{'s' if operators != 1 else ''} ({cases} case{'s' if cases != 1 else ''}) "
         f"in {time.perf_counter() - started:.1f} s")
     if skipped_cases:
         say(f"skipped {len(skipped_cases)} case(s):")
         for r in skipped_cases:
-            print(f"  {_label(r)}: {r.error}", file=sys.stderr)
+            print(f"  {label_of(r)}: {r.error}", file=sys.stderr)
     capped_cases = [r for r in ok if capped(r)]
     if capped_cases:
         say(f"{len(capped_cases)} case(s) capped: --max-time ran out before IQR/median < --target-precision:")
         for r in capped_cases:
-            print(f"  {_label(r)}: {len(r.metrics['forward']['samples_ms'])} runs", file=sys.stderr)
+            print(f"  {label_of(r)}: {len(r.metrics['forward']['samples_ms'])} runs", file=sys.stderr)
     if failed:
         say(f"failed {len(failed)} case(s):")
         for r in failed:
-            print(f"  {_label(r)}: {r.status}: {r.error}", file=sys.stderr)
-    for line in audit.sweep_lines([(_label(r), r.metrics) for r in ok], PROG):
+            print(f"  {label_of(r)}: {r.status}: {r.error}", file=sys.stderr)
+    for line in audit.sweep_lines([(label_of(r), r.metrics) for r in ok], PROG):
         print(line, file=sys.stderr)
     uncovered = report.extra.get("no_benchmark") or []
     if uncovered:
@@ -258,7 +199,9 @@ def run(argv: List[str]) -> int:
     if argv and argv[0] in REPORT_COMMANDS:
         from benchcore import commands
 
-        return commands.main(SUITE, argv)
+        # reports of either framework share the headline figures and merge rules: the default
+        # framework's suite reads them all
+        return commands.main(backend_for(FRAMEWORKS[0]).suite, argv)
     if argv and argv[0] == CROSSFRAME_COMMAND:
         from . import crossframe
 
@@ -318,7 +261,7 @@ def run_sweep(backend, args, argv: List[str], device: str) -> int:
     environment, results = sweep.measure(job, args, PROG, argv, _environment_extra(backend, args))[""]
     report = build_report(args, plan, job, environment, results, paths)
     written = write_outputs(report, paths, args.overwrite, backend.to_markdown, checkpoint, plot_dir=args.plot,
-                            suite=SUITE)
+                            suite=backend.suite)
     sweep.remove_checkpoint(checkpoint)
     summarize(report, plan.skipped, started, written)
     return 1 if report.failures else 0

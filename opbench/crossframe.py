@@ -2,8 +2,8 @@
 the same work.
 
 For every pair of opbench.equivalents (or those --pairs names), the MXNet side is the MXNet
-sweep's own cases at opperf's shapes (opbench.cases.generate_cases) and the PyTorch side the
-equivalent call on tensors of the same shapes and kinds of values (the pair's `convert`).
+sweep's own cases at opperf's shapes (opbench.backends.mxnet.cases.generate_cases) and the
+PyTorch side the equivalent call on tensors of the same shapes and kinds of values (the pair's `convert`).
 Both run through the one sweep pipeline (benchcore.sweep.measure: isolated workers, rounds),
 MXNet's cases in MXNet workers and torch's in torch workers, with the same engine, warmup,
 runs and threads. The report is an ordinary opbench report holding both sides' results (so
@@ -30,8 +30,9 @@ from benchcore.cli import (ArgumentParser, add_output_arguments, add_run_argumen
                            run_settings_from, write_outputs)
 from benchcore.errors import UsageError
 
+from .backends import backend_for
 from .backends.base import split
-from .suite import PROG, SUITE
+from .suite import PROG, timings
 
 DEFAULT_OUTPUT_STEM = "crossframe"
 DEFAULT_ROUNDS = 3
@@ -63,7 +64,7 @@ def plan(args) -> Tuple[List[CaseSpec], List[CaseSpec], List[dict]]:
     """(MXNet cases, torch cases, one row per MXNet case: the pair and its torch case's key or
     why there is none)."""
     from .backends.torch.sample import Scale, describe_sample
-    from .cases import generate_cases
+    from .backends.mxnet.cases import generate_cases
     from .equivalents import pairs
 
     mxnet_specs, torch_specs, rows = [], [], []
@@ -134,7 +135,7 @@ def run(argv: Sequence[str]) -> int:
         environment, results = sweep.measure(job, args, PROG, ["crossframe", *argv], _extra(args, framework))[""]
         measured[framework] = (job, environment, results)
     report = build_report(args, measured, rows)
-    written = write_outputs(report, paths, args.overwrite, to_markdown, None, suite=SUITE)
+    written = write_outputs(report, paths, args.overwrite, to_markdown, None, suite=backend_for("mxnet").suite)
     for job, _env, _results in measured.values():
         sweep.remove_checkpoint(job.checkpoint)
     failed = report.failures
@@ -149,8 +150,6 @@ def run(argv: Sequence[str]) -> int:
 
 def _job(args, framework: str, specs, checkpoint):
     from benchcore.sweep import SweepJob, rounds_from
-
-    from .backends import backend_for
 
     suite = backend_for(framework).suite
     settings = run_settings_from(args, args.warmup, args.runs)
@@ -189,8 +188,6 @@ def build_report(args, measured: dict, rows: List[dict]):
 
 def _figures(mxnet, torch) -> dict:
     """{phase: {mxnet_ms, torch_ms, ratio (torch / mxnet)}} from the suite's headline figures."""
-    from .suite import timings
-
     out = {}
     for phase in ("forward", "backward"):
         a = timings(mxnet).get(phase) if mxnet is not None and mxnet.ok else None

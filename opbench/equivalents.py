@@ -2,7 +2,7 @@
 
 A reviewed table (not a guess from names): each Pair says which torch function does the same
 work as an MXNet operator, and `convert` turns one of the MXNet sweep's cases (its inputs, as
-opbench.cases builds them at opperf's shapes) into the torch call on the same tensors — the
+opbench.backends.mxnet.cases builds them at opperf's shapes) into the torch call on the same tensors — the
 same shapes, the same kind of values (opbench.inputs descriptors), the same parameters under
 torch's names (axis → dim, lhs/rhs → input/other, pad → padding, …) — or None where torch
 has no equal call for that case (a sum pooling, a transposed `dot`). `opbench crossframe`

@@ -8,7 +8,7 @@ and the worker draws its values from a seeded generator. The initialisers say *w
 values an operator needs (a valid index, an in-domain value, a well-conditioned matrix),
 which is where benchmark inputs go wrong most (opperf's random normals as indices; a tiled
 matrix that is singular). Everything here is numpy: each backend turns the array into its
-framework's tensor on its device. MXNet's rules (opbench/rules.py) write the same dicts.
+framework's tensor on its device. MXNet's rules (opbench/backends/mxnet/rules.py) write the same dicts.
 
 Initialisers ("init"):
   normal (loc, scale) | uniform (low, high) | indices (integers in [low, high)) |

@@ -1,17 +1,17 @@
-"""opbench's declaration to benchcore: its headline figures, categories, rounds and merge rules."""
+"""What opbench declares to benchcore for every framework: its headline figures, categories,
+the rules its profiler counters combine by over rounds, and how merged shards are finished."""
 
 from __future__ import annotations
 
-from typing import Dict, List
+from typing import Callable, Dict, List, Tuple
 
-from benchcore import audit
 from benchcore.report import CaseResult
-from benchcore.rounds import combine_metrics
 from benchcore.suite import Suite
 from benchcore.timing import METRICS, Timing, from_average, from_measurement, from_profiler_phase
 
+from .extras import finish_merged
+
 PROG = "opbench"
-EXECUTOR = "opbench.mxnet_backend:execute"
 
 #: How a profiler block's counters combine over rounds (per-call samples are concatenated;
 #: averages are recomputed from the combined totals below).
@@ -46,24 +46,6 @@ def category(result: CaseResult) -> str:
     return result.spec.params.get("category") or "all"
 
 
-def combine_rounds(per_round: List[dict]) -> dict:
-    """A case's rounds as one metrics dict: samples and per-call times joined (round boundaries
-    kept), counters summed, averages and opperf's keys recomputed from the joined figures, the
-    audit combined by its own rule (benchcore.audit.combine: the rounds' counts agree)."""
-    from .mxnet_backend import add_opperf_keys
-
-    combined = audit.combine_with_audit(per_round, lambda rest: combine_metrics(
-        [without_derived(m) for m in rest], PROFILER_RULES, sample_lists=("per_call_ms",)))
-    recompute_averages(combined)
-    op, engine = combined.get("op"), combined.get("engine")
-    if op and engine:
-        device = next((k[len("max_storage_mem_alloc_"):] for k in combined if k.startswith("max_storage_mem_alloc_")),
-                      None) or (combined.get("profiler") or {}).get("device") or "cpu/0"
-        backward_reason = (combined.get("missing") or {}).get("backward")
-        add_opperf_keys(combined, op, engine, device, backward_reason)
-    return combined
-
-
 #: opperf's keys, all derived from the profiler block or the samples (recomputed after combining)
 OPPERF_PREFIXES = ("avg_time_", "p50_time_", "p90_time_", "p99_time_", "max_storage_mem_alloc_")
 
@@ -91,12 +73,8 @@ def uses_gpu(spec) -> bool:
     return str(spec.params.get("ctx", "cpu")).startswith("gpu")
 
 
-def _finish_merge(report):
-    from .cli import finish_merged
-
-    return finish_merged(report)
-
-
-SUITE = Suite(name=PROG, executor=EXECUTOR, frameworks=("mxnet",), timings=timings, category=category,
-              combine_rounds=combine_rounds, finish_merge=_finish_merge, chart_style="cases",
-              uses_gpu=uses_gpu)
+def declare(executor: str, frameworks: Tuple[str, ...], combine_rounds: Callable[[List[dict]], dict]) -> Suite:
+    """A backend's Suite: its executor, the framework its workers import and how its rounds
+    combine; the headline figures, categories and merge rules are opbench's, the same for all."""
+    return Suite(name=PROG, executor=executor, frameworks=frameworks, timings=timings, category=category,
+                 combine_rounds=combine_rounds, finish_merge=finish_merged, chart_style="cases", uses_gpu=uses_gpu)

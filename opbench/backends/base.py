@@ -13,8 +13,8 @@ framework; a backend supplies the rest:
   the frameworks a worker imports, the headline figures, how rounds combine), `engines`;
 - reporting: `environment_extra(args)`, `to_markdown(report)`, `list_operators(...)` (--list).
 
-Two implementations: opbench.backends.mxnet (an adapter over opbench's MXNet modules) and
-opbench.backends.torch (OpInfo discovery, scaling, its executor).
+Two implementations: opbench.backends.mxnet (the registry scan, opperf's rules and cases, its
+executor) and opbench.backends.torch (OpInfo discovery, scaling, its executor).
 """
 
 from __future__ import annotations

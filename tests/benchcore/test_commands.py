@@ -11,7 +11,7 @@ import pytest
 
 from benchcore.commands import main
 from benchcore.stats import Measurement
-from opbench.suite import SUITE as OPBENCH
+from opbench.backends.mxnet.suite import SUITE as OPBENCH
 from rnnbench.suite import SUITE as RNNBENCH
 from tests.benchcore.test_compare import ENV, make_report, op_result, samples
 from tests.benchcore.test_merge import all_results, round_robin

@@ -11,7 +11,7 @@ from benchcore.compare import compare
 from benchcore.errors import UsageError
 from benchcore.report import CaseResult
 from benchcore.stats import Measurement
-from opbench.suite import SUITE as OPBENCH
+from opbench.backends.mxnet.suite import SUITE as OPBENCH
 from rnnbench.suite import SUITE as RNNBENCH
 from tests.benchcore.test_compare import make_report, op_result, opperf_result, samples
 

@@ -4,7 +4,7 @@ import mxnet as mx
 import pytest
 
 from benchcore.errors import UsageError
-from opbench import api
+from opbench.backends.mxnet import api, device
 
 FAST = {"warmup": 1, "runs": 3}
 
@@ -81,7 +81,7 @@ def test_operators_with_no_benchmark_and_bad_input():
     with pytest.raises(UsageError):
         api.run_performance_test("broadcast_add", [{"lhs": (2, 2), "rhs": (2, 2)}], ctx="tpu")
     with pytest.raises(UsageError):
-        api.int64_tensor_flag("ON")  # case-insensitive on, refused on this MXNet
+        device.int64_tensor_flag("ON")  # case-insensitive on, refused on this MXNet
 
 
 def test_api_signatures_show_the_cpu_default_opperf_documents():

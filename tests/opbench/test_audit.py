@@ -14,8 +14,9 @@ np = pytest.importorskip("numpy")
 from benchcore import audit  # noqa: E402
 from benchcore.case import CaseSpec  # noqa: E402
 from benchcore.report import Report  # noqa: E402
-from opbench import cases, cli  # noqa: E402
-from opbench.mxnet_backend import execute  # noqa: E402
+from opbench import cli  # noqa: E402
+from opbench.backends.mxnet import arrays, cases  # noqa: E402
+from opbench.backends.mxnet.executor import execute  # noqa: E402
 from opbench.views import to_markdown  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -50,7 +51,7 @@ def test_a_rule_reason_makes_it_expected_and_no_audit_leaves_a_reason():
 
 
 def test_rule_marker_reaches_the_case_for_its_dtype_only(monkeypatch):
-    from opbench import rules
+    from opbench.backends.mxnet import rules
 
     def marked(p, op):
         return [(None, {"data": rules.T((4, 4)), rules.NON_NORMAL: {"float16": "float16 only"}})]
@@ -67,7 +68,7 @@ def test_rule_marker_reaches_the_case_for_its_dtype_only(monkeypatch):
 def test_prod_inputs_keep_every_partial_product_normal_at_the_default_shapes(op, dtype):
     """MXNet multiplies in the input dtype, in order: each partial product must stay normal."""
     for spec in cases.generate_cases(ops=[op], dtype=dtype)[0]:
-        data = cases.materialize(spec).arrays["data"].asnumpy()
+        data = arrays.materialize(spec).arrays["data"].asnumpy()
         axis = spec.params["inputs"]["axis"]
         lined = data.reshape(-1) if axis is None else np.moveaxis(data, axis, 0)
         partial = np.cumprod(lined, axis=0, dtype=data.dtype)

@@ -2,7 +2,7 @@
 
 import mxnet  # noqa: F401  (plainly: a broken MXNet fails these tests instead of skipping them)
 
-from opbench import cases
+from opbench.backends.mxnet import cases
 
 
 def test_every_broadcast_operator_has_a_row_and_a_column_broadcast():

@@ -92,7 +92,8 @@ def test_python_engine_and_selection_flags(tmp_path):
     assert {(r.spec.params["seed"], r.spec.params["dtype"], r.metrics["engine"], r.metrics["threads"])
             for r in report.results} == {(7, "float64", "python", 1)}
     # the seed draws the inputs: the same case at the default seed starts from other values
-    from opbench.cases import generate_cases, materialize
+    from opbench.backends.mxnet.arrays import materialize
+    from opbench.backends.mxnet.cases import generate_cases
 
     floor7 = next(r.spec for r in report.results if r.spec.name == "floor")
     floor41 = generate_cases(ops=["floor"], dtype="float64", tiny=True)[0][0]
@@ -188,7 +189,7 @@ def test_gpu_message_names_the_cuda_package(tmp_path):
 
 
 def _first_case(op):
-    from opbench.cases import generate_cases
+    from opbench.backends.mxnet.cases import generate_cases
 
     spec = generate_cases(ops=[op], tiny=True)[0][0]
     return f"{op}[{spec.params['variant']}]", spec.key

@@ -4,8 +4,8 @@ import mxnet  # noqa: F401  (plainly: a broken MXNet fails these tests instead o
 import pytest
 
 from benchcore.stats import Measurement
-from opbench.cases import spec_from_inputs
-from opbench.mxnet_backend import execute
+from opbench.backends.mxnet.cases import spec_from_inputs
+from opbench.backends.mxnet.executor import execute
 
 OPTIONS = {"settings": {"warmup": 1, "runs": 4}}
 
@@ -84,8 +84,8 @@ def test_memory_is_per_case():
 
 _HISTORY = """
 import json
-from opbench.cases import spec_from_inputs
-from opbench.mxnet_backend import execute
+from opbench.backends.mxnet.cases import spec_from_inputs
+from opbench.backends.mxnet.executor import execute
 options = {"settings": {"warmup": 1, "runs": 3}, "profiler": "native"}
 small = spec_from_inputs("sort", {"data": (512, 512), "axis": -1}, run_backward=True)
 big = spec_from_inputs("sort", {"data": (1024, 1024), "axis": -1}, run_backward=True)

@@ -2,7 +2,7 @@
 
 import mxnet  # noqa: F401  (plainly: a broken MXNet fails these tests instead of skipping them)
 
-from opbench import api, cases
+from opbench.backends.mxnet import api, arrays, cases
 
 
 def _index_tensors(specs):
@@ -25,7 +25,7 @@ def test_float16_cases_index_in_range_and_run():
     found = list(_index_tensors(specs))
     assert {spec.params["op"] for spec, _, _ in found} == {"take", "gather_nd", "scatter_nd"}
     for spec, arg, desc in found:
-        values = cases.materialize(spec).arrays[arg].asnumpy()
+        values = arrays.materialize(spec).arrays[arg].asnumpy()
         highs = desc["high"] if isinstance(desc["high"], list) else [desc["high"]] * len(values)
         assert all((row < high).all() for row, high in zip(values, highs)), (spec.params["variant"], arg)
     ops = ["take", "gather_nd", "scatter_nd", "Embedding"]

@@ -1,12 +1,12 @@
 """The stored differentiability and zero-gradient tables equal what the real MXNet says
-(opbench.gradients), and a zero-gradient operator runs forward only, saying why."""
+(opbench.backends.mxnet.gradients), and a zero-gradient operator runs forward only, saying why."""
 
 import stat
 import sys
 
 import mxnet  # noqa: F401  (plainly: a broken MXNet fails these tests instead of skipping them)
 
-from opbench import api, cases, gradients, registry
+from opbench.backends.mxnet import api, cases, gradients, registry
 from opbench.backends.mxnet.listing import backward_cell
 from tests.opbench import faults
 
@@ -19,23 +19,23 @@ def test_stored_table_equals_the_probe_on_the_installed_mxnet():
     assert not unknown, f"the probe could not tell: {unknown}"
     not_differentiable = {op: item["reason"] for op, item in probed.items() if not item["differentiable"]}
     assert not_differentiable == registry.NOT_DIFFERENTIABLE, (
-        "registry.NOT_DIFFERENTIABLE no longer matches MXNet; `python -m opbench.gradients` prints "
+        "registry.NOT_DIFFERENTIABLE no longer matches MXNet; `python -m opbench.backends.mxnet.gradients` prints "
         "the table to paste")
     assert set(probed) == set(registry.selected_names())
     # both ways: every operator in ZERO_GRADIENT has an all-zero gradient in every variant, and
     # every other differentiable operator (so every timed one) has a nonzero gradient somewhere
     zero = {op for op, item in probed.items() if item["zero_gradient"]}
     assert zero == set(registry.ZERO_GRADIENT), (
-        "registry.ZERO_GRADIENT no longer matches MXNet; `python -m opbench.gradients` prints the table")
+        "registry.ZERO_GRADIENT no longer matches MXNet; `python -m opbench.backends.mxnet.gradients` prints the table")
     assert all((item["zero_gradient"] is None) == (item["differentiable"] is False) for item in probed.values())
 
 
 def test_probe_answers_and_reasons():
     assert gradients.probe_one("batch_dot") == (True, None)  # gradient made of two batch_dots
     assert gradients.probe_one("split") == (True, None)      # _backward_SliceChannel
-    assert gradients.probe_one("sgd_update") == (False, gradients.NO_FGRADIENT)
-    assert gradients.probe_one("random_uniform") == (False, gradients.NO_TENSOR_INPUT)
-    assert set(registry.NOT_DIFFERENTIABLE.values()) == set(gradients.REASONS)
+    assert gradients.probe_one("sgd_update") == (False, registry.NO_FGRADIENT)
+    assert gradients.probe_one("random_uniform") == (False, registry.NO_TENSOR_INPUT)
+    assert set(registry.NOT_DIFFERENTIABLE.values()) == set(registry.REASONS)
 
 
 def test_zero_gradient_answers():
@@ -48,7 +48,7 @@ def test_zero_gradient_answers():
 
 
 def test_zero_gradient_operators_run_forward_only_with_the_reason():
-    assert set(registry.ZERO_GRADIENT.values()) == {gradients.ZERO_FILL}
+    assert set(registry.ZERO_GRADIENT.values()) == {registry.ZERO_FILL}
     assert set(registry.ZERO_GRADIENT) <= set(registry.selected_names())
     assert not set(registry.ZERO_GRADIENT) & (set(registry.NOT_DIFFERENTIABLE) | set(registry.BACKWARD_OFF))
     selected = [registry.get(op) for op in registry.selected_names()]
@@ -60,11 +60,11 @@ def test_zero_gradient_operators_run_forward_only_with_the_reason():
     assert not skipped and {s.name for s in specs} == set(registry.ZERO_GRADIENT)
     for op in registry.ZERO_GRADIENT:
         info = registry.get(op)
-        assert info.differentiable and info.zero_gradient == gradients.ZERO_FILL, op
-        assert not info.runs_backward and info.no_backward_reason == gradients.ZERO_FILL, op
+        assert info.differentiable and info.zero_gradient == registry.ZERO_FILL, op
+        assert not info.runs_backward and info.no_backward_reason == registry.ZERO_FILL, op
         own = [s for s in specs if s.name == op]
         assert all(not s.params["run_backward"] for s in own), op
-        assert all(s.params["no_backward_reason"] == gradients.ZERO_FILL for s in own), op
+        assert all(s.params["no_backward_reason"] == registry.ZERO_FILL for s in own), op
         assert backward_cell(info, own) == "no: zero gradient", op
     assert registry.get("exp").zero_gradient is None and registry.get("exp").runs_backward
     assert registry.get("_plus_scalar").zero_gradient is None  # outside the selection: not probed
@@ -75,7 +75,7 @@ def test_zero_gradient_reason_reaches_the_report():
     (entry,) = item["round"]
     assert entry["avg_time_forward_round"] is not None
     assert entry["avg_time_backward_round"] is None
-    assert entry["missing"] == {"avg_time_backward_round": gradients.ZERO_FILL}
+    assert entry["missing"] == {"avg_time_backward_round": registry.ZERO_FILL}
 
 
 def test_a_crashing_operator_is_reported_and_the_probe_goes_on(tmp_path, monkeypatch):

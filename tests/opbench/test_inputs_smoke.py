@@ -15,7 +15,7 @@ import pytest
 
 from benchcore.case import CaseSpec
 from benchcore.errors import UsageError
-from opbench import cases, gradients, registry, rules
+from opbench.backends.mxnet import arrays, cases, gradients, registry, rules
 
 TINY_SPECS, TINY_SKIPPED = cases.generate_cases(tiny=True)
 BY_OP = {}
@@ -37,7 +37,7 @@ def _run_once(spec: CaseSpec):
     gradient is not identically zero), so from random head gradients (ones would make
     d(sum(softmax(x)))/dx = 0) some input gradient element must be nonzero, in every case but
     ZERO_GRADIENT_CASES."""
-    m = cases.materialize(spec)
+    m = arrays.materialize(spec)
     out = m.call()
     mx.nd.waitall()
     if spec.params["run_backward"]:
@@ -111,7 +111,7 @@ def test_backward_planned_for_every_differentiable_operator():
 
 def _arrays(op, variant_index=0, standard=False):
     spec = (cases.generate_cases(ops=[op])[0] if standard else BY_OP[op])[variant_index]
-    return spec, cases.materialize(spec).arrays
+    return spec, arrays.materialize(spec).arrays
 
 
 def _assert_indices(values, low, high):
@@ -122,17 +122,17 @@ def _assert_indices(values, low, high):
 
 def test_every_index_tensor_is_in_its_declared_range():
     for spec in TINY_SPECS:
-        arrays = None
+        built = None
         for arg, desc in spec.params["inputs"].items():
             if isinstance(desc, dict) and desc.get("init") == "indices":
-                arrays = arrays or cases.materialize(spec).arrays
+                built = built or arrays.materialize(spec).arrays
                 high = desc["high"]
-                values = arrays[arg].asnumpy()
+                values = built[arg].asnumpy()
                 if isinstance(high, list):
                     for row, bound in zip(values, high):
                         assert row.min() >= desc["low"] and row.max() < bound, spec.name
                 else:
-                    _assert_indices(arrays[arg], desc["low"], high)
+                    _assert_indices(built[arg], desc["low"], high)
 
 
 @pytest.mark.parametrize("op,index_arg,data_arg,axis", [
@@ -145,8 +145,8 @@ def test_every_index_tensor_is_in_its_declared_range():
 ])
 def test_indices_fit_the_indexed_axis(op, index_arg, data_arg, axis):
     for spec in cases.generate_cases(ops=[op])[0]:  # standard shapes
-        arrays = cases.materialize(spec).arrays
-        _assert_indices(arrays[index_arg], 0, arrays[data_arg].shape[axis])
+        built = arrays.materialize(spec).arrays
+        _assert_indices(built[index_arg], 0, built[data_arg].shape[axis])
 
 
 def test_index_arguments_of_structured_operators():
@@ -183,11 +183,11 @@ def test_index_arguments_of_structured_operators():
 ])
 def test_domain_restricted_inputs_are_in_the_domain(op, low, high):
     for spec in cases.generate_cases(ops=[op])[0]:  # standard shapes: a million values
-        data = cases.materialize(spec).arrays["data"].asnumpy()
+        data = arrays.materialize(spec).arrays["data"].asnumpy()
         assert data.min() > low
         if high is not None:
             assert data.max() < high
-        out = cases.materialize(spec).call().asnumpy()
+        out = arrays.materialize(spec).call().asnumpy()
         assert np.isfinite(out).all()
 
 
@@ -212,7 +212,7 @@ UNWRITTEN_OUTPUTS = {("LeakyReLU", "rrelu"): 1}
 def test_no_input_value_is_nan_or_inf_after_running():
     bad = []
     for spec in TINY_SPECS:
-        out = cases.materialize(spec).call()
+        out = arrays.materialize(spec).call()
         outs = list(out) if isinstance(out, (list, tuple)) else [out]
         unwritten = UNWRITTEN_OUTPUTS.get((spec.name, spec.params["inputs"].get("act_type")))
         if unwritten is not None:
@@ -229,7 +229,7 @@ def test_list_arguments_get_real_tensors_of_the_intended_shape():
     assert [s.params["inputs"]["args"][0]["shape"] for s in specs] == [[1024, 1024], [10000, 10], [10000, 1]]
     assert all(len(s.params["inputs"]["args"]) == 3 for s in specs)
     assert cases.describe_inputs(specs[0]) == {"args": "[(1024, 1024), (1024, 1024), (1024, 1024)]"}
-    m = cases.materialize(BY_OP["add_n"][0])
+    m = arrays.materialize(BY_OP["add_n"][0])
     assert [a.shape for a in m.args] == [tuple(d["shape"]) for d in BY_OP["add_n"][0].params["inputs"]["args"]]
     for op in ("khatri_rao", "concat", "stack", "multi_sgd_update", "amp_multicast", "ElementWiseSum"):
         for spec in cases.generate_cases(ops=[op])[0]:
@@ -259,7 +259,7 @@ def test_every_combination_is_its_own_case():
 def test_dropout_uses_a_real_probability():
     for spec in cases.generate_cases(ops=["Dropout"])[0]:
         assert spec.params["inputs"]["p"] == 0.5 and spec.params["inputs"]["mode"] == "always"
-    m = cases.materialize(BY_OP["Dropout"][0])
+    m = arrays.materialize(BY_OP["Dropout"][0])
     zeros = (m.call().asnumpy() == 0).mean()
     assert 0.1 < zeros < 0.9
 
@@ -276,10 +276,10 @@ def test_specs_are_json_and_deterministic():
     spec = BY_OP["broadcast_add"][0]
     assert spec.suite == "opbench" and spec.params["seed"] == 41
     assert set(spec.params) >= {"op", "category", "inputs", "dtype", "ctx", "run_backward", "seed", "variant"}
-    first = cases.materialize(spec).arrays["lhs"].asnumpy()
-    assert np.array_equal(first, cases.materialize(spec).arrays["lhs"].asnumpy())
+    first = arrays.materialize(spec).arrays["lhs"].asnumpy()
+    assert np.array_equal(first, arrays.materialize(spec).arrays["lhs"].asnumpy())
     other = cases.generate_cases(ops=["broadcast_add"], tiny=True, seed=7)[0][0]
-    assert not np.array_equal(first, cases.materialize(other).arrays["lhs"].asnumpy())
+    assert not np.array_equal(first, arrays.materialize(other).arrays["lhs"].asnumpy())
 
 
 def test_int64_tensor_is_refused_without_int64_build():
@@ -340,14 +340,14 @@ def test_spec_from_inputs_shapes_scalars_and_given_arrays():
     assert cases.spec_from_inputs(mx.nd.add, {"lhs": (2, 2), "rhs": (2, 2)}).name == "broadcast_add"
     # a domain-restricted operator keeps its domain for user shapes
     log_spec = cases.spec_from_inputs("log", {"data": (16, 16)})
-    assert cases.materialize(log_spec).arrays["data"].asnumpy().min() > 0
+    assert arrays.materialize(log_spec).arrays["data"].asnumpy().min() > 0
     given = mx.nd.arange(6).reshape((2, 3))
     spec = cases.spec_from_inputs("sum", {"data": given, "axis": 1}, run_backward=False)
     assert spec.params["inputs"]["data"] == {"shape": [2, 3], "dtype": "float32", "init": "given", "given": "data"}
-    out = cases.materialize(spec, given={"data": given}).call()
+    out = arrays.materialize(spec, given={"data": given}).call()
     assert out.asnumpy().tolist() == [3.0, 12.0]
     with pytest.raises(UsageError, match="given"):
-        cases.materialize(spec)
+        arrays.materialize(spec)
     with pytest.raises(UsageError, match="no argument 'rsh'"):
         cases.spec_from_inputs("broadcast_add", {"lhs": (2, 2), "rsh": (2, 2)})
     internal = cases.spec_from_inputs(mx.nd._internal._copyto, {"data": (3, 3), "out": (3, 3)})

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from benchcore.report import Report
-from opbench import api, cases, registry, rules
+from opbench.backends.mxnet import api, arrays, cases, registry, rules
 
 ROOT = Path(__file__).resolve().parents[2]
 INTEGERS = ("int32", "int64")
@@ -25,12 +25,12 @@ def probe(dtype):
     """{operator: MXNet's error} for every selected operator whose tiny forward fails at dtype."""
     failures = {}
     for name in registry.selected_names():
-        found = cases._rule_for(name, rules.TINY)
+        found = cases.rule_for(name, rules.TINY)
         if not found or name in rules.NO_RULE:
             continue
         for spec in cases.operator_cases(name, found, dtype, "cpu(0)", False, 41, rules.TINY):
             try:
-                cases.materialize(spec).call()
+                arrays.materialize(spec).call()
                 mx.nd.waitall()
             except mx.base.MXNetError as exc:
                 failures[name] = str(exc)
@@ -65,7 +65,7 @@ def test_integer_cases_time_forward_only_with_the_reason():
         info = registry.get(spec.name)
         reason = info.no_backward_reason if not info.runs_backward else cases.integer_dtype_reason("int32")
         assert spec.params["no_backward_reason"] == reason
-        assert not cases.materialize(spec).grad_arrays
+        assert not arrays.materialize(spec).grad_arrays
     assert cases.integer_dtype_reason("int32").startswith("integer dtype int32: no gradient")
     assert cases.integer_dtype_reason("float16") is None
     left_out = dict(skipped)
@@ -88,7 +88,7 @@ def test_divisors_are_never_zero_at_integer_dtypes(op, dtype):
     specs, skipped = cases.generate_cases(ops=[op], dtype=dtype, tiny=True)
     assert specs and not skipped
     for spec in specs:
-        m = cases.materialize(spec)
+        m = arrays.materialize(spec)
         divisor = m.arrays[rules.DIVISORS[op]]
         divisor = divisor if divisor.stype == "default" else divisor.tostype("default")
         assert divisor.dtype == np.dtype(dtype) and (divisor.asnumpy() != 0).all(), spec.params["variant"]
@@ -98,7 +98,7 @@ def test_divisors_are_never_zero_at_integer_dtypes(op, dtype):
 
 def test_uniform_inputs_stay_in_their_bounds_as_integers():
     spec = cases.generate_cases(ops=["log"], dtype="int64", tiny=True)[0][0]
-    values = cases.materialize(spec).arrays["data"].asnumpy()
+    values = arrays.materialize(spec).arrays["data"].asnumpy()
     low, high = rules.DOMAINS["log"]
     assert values.min() >= 1 and values.max() <= high  # [0.1, 10) → integers 1..10, never 0
 

@@ -4,7 +4,7 @@ import mxnet  # noqa: F401  (plainly: a broken MXNet fails these tests instead o
 import pytest
 
 from benchcore.errors import UsageError
-from opbench import categories, registry
+from opbench.backends.mxnet import categories, registry
 
 # opperf's membership on mxnet 1.9.1 (ANCHORS.md, "The 23 categories").
 OPPERF_COUNTS = {
@@ -151,14 +151,14 @@ def test_category_lookup_edges():
 
 
 def test_selecting_a_category_takes_opperfs_membership():
-    from opbench.cases import resolve_ops
+    from opbench.backends.mxnet.cases import resolve_ops
 
     assert len(resolve_ops(categories_=["unary"])) == 57  # opperf: 56 + amp_multicast, rounding ops included
     assert "round" in resolve_ops(categories_=["unary"]) and "round" in resolve_ops(categories_=["rounding"])
     assert set(resolve_ops(categories_=["shape"])) >= {"split", "reshape_like"}
     assert resolve_ops(categories_=["binary_misc"]) == ["choose_element_0index", "reshape_like"]
     # every case still has one home category
-    from opbench.cases import generate_cases
+    from opbench.backends.mxnet.cases import generate_cases
 
     specs, _ = generate_cases(categories=["unary", "rounding"], tiny=True)
     assert {s.params["category"] for s in specs if s.name == "round"} == {"rounding"}

@@ -1,8 +1,13 @@
-"""opbench's MXNet backend: an adapter over opbench's MXNet modules (registry, categories,
-rules, cases, mxnet_backend, api), which stay where they are for now.
+"""opbench's MXNet backend: the protocol (opbench.backends.base) over this package's modules.
 
-Case keys are exactly those of opbench.cases.generate_cases, so MXNet reports from before the
-backends existed still compare (tests/opbench/data/mxnet_case_keys.txt holds the full list).
+registry (what MXNet registers) → categories and rules (opperf's grouping, the inputs of each
+operator) → cases (selection and CaseSpecs) → arrays (a spec's NDArrays, in the worker) →
+executor (the engines that time them) → suite (what benchcore runs); device parses --ctx,
+gradients is the probe behind the registry's stored backward answers, api is opperf's
+Python API and listing is --list.
+
+Case keys are exactly those opbench's MXNet sweep made before the backends existed, so old
+MXNet reports still compare (tests/opbench/data/mxnet_case_keys.txt holds the full list).
 """
 
 from __future__ import annotations
@@ -10,9 +15,19 @@ from __future__ import annotations
 import fnmatch
 from typing import List
 
+from benchcore.cli import parse_shard, shard_specs
 from benchcore.errors import UsageError
 
+from opbench.equivalents import mxnet_for
+from opbench import views
+
 from ..base import OperatorInfo, Plan, split
+from . import listing, registry
+from .api import DTYPES
+from .cases import PY_WRAPPERS, generate_cases
+from .categories import CATEGORIES, category_of
+from .device import check_ctx, int64_tensor_flag
+from .suite import SUITE
 
 NAME = "mxnet"
 ENGINES = ("native", "python")
@@ -34,30 +49,14 @@ class MXNetBackend:
     default_output_stem = "mxnet_operator_benchmarks"
     memory_limit_gb = WORKER_MEMORY_LIMIT_GB
 
-    @property
-    def suite(self):
-        from opbench.suite import SUITE
-
-        return SUITE
-
-    @property
-    def dtypes(self):
-        from opbench.api import DTYPES
-
-        return DTYPES
-
-    @property
-    def categories(self):
-        from opbench.categories import CATEGORIES
-
-        return CATEGORIES
+    suite = SUITE
+    dtypes = DTYPES
+    categories = CATEGORIES
 
     # ------------------------------------------------------------------ flags
 
     def check(self, args) -> str:
         """--ctx (MXNet's device flag), --dtype, --int64-tensor, --category; torch's own flags refused."""
-        from opbench.api import check_ctx, int64_tensor_flag
-
         for flag, value in (("--device", args.device), ("--size-target", args.size_target),
                             ("--manifest", args.manifest)):
             if value is not None:
@@ -74,22 +73,14 @@ class MXNetBackend:
     # ------------------------------------------------------------------ operators
 
     def scan(self, args, device: str) -> List[OperatorInfo]:
-        from opbench import categories, registry
-
-        return [OperatorInfo(info.name, categories.category_of(info.name), info.reason if not info.selected else None)
+        return [OperatorInfo(info.name, category_of(info.name), info.reason if not info.selected else None)
                 for info in registry.scan()]
 
     def knows(self, name: str) -> bool:
-        from opbench import registry
-
         return registry.get(name) is not None
 
     def plan(self, args, device: str) -> Plan:
         """What a run with these flags measures (the one selection behind the sweep and --list)."""
-        from benchcore.cli import parse_shard, shard_specs
-
-        from opbench.cases import generate_cases
-
         _check_names(split(args.ops))
         specs, skipped = generate_cases(ops=split(args.ops), categories=split(args.category), dtype=args.dtype,
                                         ctx=device, int64_tensor=args.large, run_backward=True, seed=args.seed,
@@ -99,9 +90,7 @@ class MXNetBackend:
         return Plan(shard_specs(specs, parse_shard(args.shard)), skipped, excluded, {}, settings)
 
     def list_operators(self, args, device: str) -> int:
-        from .listing import list_operators
-
-        return list_operators(self, args, device)
+        return listing.list_operators(self, args, device)
 
     # ------------------------------------------------------------------ reports
 
@@ -110,17 +99,11 @@ class MXNetBackend:
                 "timer": "mxnet-profiler" if args.profiler == "native" else "perf_counter"}
 
     def to_markdown(self, report) -> str:
-        from opbench.views import to_markdown
-
-        return to_markdown(report)
+        return views.to_markdown(report)
 
 
 def _check_names(ops) -> None:
     """A PyTorch name given to the MXNet sweep gets its MXNet equivalent in the error."""
-    from opbench import registry
-    from opbench.cases import PY_WRAPPERS
-    from opbench.equivalents import mxnet_for
-
     for name in ops or ():
         if set("*?[") & set(name) or registry.get(name) is not None or name in PY_WRAPPERS:
             continue
@@ -142,8 +125,6 @@ def exclude_specs(specs, skipped, patterns):
     """
     if not patterns:
         return list(specs), list(skipped), []
-    from opbench import registry
-
     for pattern in patterns:
         if not set("*?[") & set(pattern) and registry.get(pattern) is None:
             close = registry.suggest(pattern)

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import sys
 
+from . import categories, registry
+from .cases import integer_dtype_reason
+
 
 def list_operators(backend, args, device: str) -> int:
     """The operators a run with the same flags covers (plus, with --all alone, the filtered ones)."""
     from tabulate import tabulate
-
-    from opbench import categories, registry
 
     plan = backend.plan(args, device)
     planned: dict = {}
@@ -44,8 +45,6 @@ def list_operators(backend, args, device: str) -> int:
 
 def backward_cell(info, specs) -> str:
     """The --list "backward timed" cell: yes, how many cases, or no and why (short)."""
-    from opbench.cases import integer_dtype_reason
-
     planned = [bool(spec.params["run_backward"]) for spec in specs or ()]
     if planned and all(planned):
         return "yes"

@@ -11,7 +11,8 @@ from typing import List
 from benchcore import audit
 from benchcore.rounds import combine_metrics
 
-from opbench.suite import PROFILER_RULES, SUITE as MXNET_SUITE, recompute_averages, without_derived
+from opbench.backends.mxnet.suite import SUITE as MXNET_SUITE
+from opbench.suite import PROFILER_RULES, recompute_averages, without_derived
 
 EXECUTOR = "opbench.backends.torch.executor:execute"
 #: per-operator rows of a phase's profiler block add up over rounds

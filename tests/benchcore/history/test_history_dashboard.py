@@ -16,7 +16,7 @@ import pytest
 
 from benchcore.commands import main
 from benchcore.history.store import HistoryStore
-from opbench.suite import SUITE as OPBENCH
+from opbench.backends.mxnet.suite import SUITE as OPBENCH
 from rnnbench.suite import SUITE as RNNBENCH
 
 from .support import ROOT, Page, Step, derive_history, env

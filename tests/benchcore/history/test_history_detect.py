@@ -13,7 +13,7 @@ import pytest
 
 from benchcore.commands import main
 from benchcore.history.detect import PENALTY, fit, visible_steps
-from opbench.suite import SUITE as OPBENCH
+from opbench.backends.mxnet.suite import SUITE as OPBENCH
 
 from .support import START, Step, derive_history
 

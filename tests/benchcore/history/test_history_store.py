@@ -18,7 +18,7 @@ from benchcore.errors import UsageError
 from benchcore.history import schema
 from benchcore.history.store import HistoryStore
 from benchcore.report import Report
-from opbench.suite import SUITE as OPBENCH
+from opbench.backends.mxnet.suite import SUITE as OPBENCH
 from rnnbench.suite import SUITE as RNNBENCH
 
 from .support import ROOT, derive_history, env

@@ -9,8 +9,8 @@ question that matters for timing a backward pass is whether autograd can take th
 and only MXNet can answer it: this module asks it, at tiny shapes.
 
 `probe_one(op)` builds the operator's first tiny input combination whose backward is not
-marked off in its rule, the same way a timed case does (opbench.cases.materialize with
-backward planned: gradients on the inputs the rule marks, or on every floating-point input
+marked off in its rule, the same way a timed case does (opbench.backends.mxnet.arrays.materialize
+with backward planned: gradients on the inputs the rule marks, or on every floating-point input
 the operator does not write when it marks none), records one call with autograd and runs
 backward from every output with head gradients of ones. The answer is one of:
 
@@ -35,7 +35,8 @@ differentiable, but their backward is not timed (reason ZERO_FILL).
 The answers are not computed at every start (importing and probing every operator takes
 seconds): they are stored in registry.NOT_DIFFERENTIABLE and registry.ZERO_GRADIENT, and
 tests/opbench/test_gradients.py runs this probe on the installed MXNet and asserts the stored
-tables equal it. After an MXNet upgrade, `python -m opbench.gradients` prints the tables to paste.
+tables equal it. After an MXNet upgrade, `python -m opbench.backends.mxnet.gradients` prints the
+tables to paste.
 
 `probe(ops)` runs the probe in child processes, so an operator that crashes MXNet (a segfault
 or a double free, as SequenceLast's backward without sequence lengths does) is reported as
@@ -51,20 +52,14 @@ import sys
 from pathlib import Path
 from typing import Dict, Iterable, List, Optional, Tuple
 
+from benchcore.case import CaseSpec
 from benchcore.errors import error_summary
 
-NO_FGRADIENT = "not differentiable: MXNet registers no gradient for it (no FGradient)"
-NO_TENSOR_INPUT = "not differentiable: it takes no tensor input (only shapes and parameters)"
-NO_OUTPUT = "not differentiable: it returns no output (writes its inputs in place)"
-IN_PLACE = "not differentiable: it writes its inputs in place, which autograd refuses to record"
-# Differentiable, but not worth timing (registry.ZERO_GRADIENT): the reason a report gives.
-ZERO_FILL = ("zero gradient: MXNet's backward only fills the input gradients with zeros (the "
-             "gradient is identically zero), so there is nothing to time")
-REASONS = (NO_FGRADIENT, NO_TENSOR_INPUT, NO_OUTPUT, IN_PLACE)
-REASON_NAMES = {NO_FGRADIENT: "NO_FGRADIENT", NO_TENSOR_INPUT: "NO_TENSOR_INPUT", NO_OUTPUT: "NO_OUTPUT",
-                IN_PLACE: "IN_PLACE"}
+from . import cases, registry, rules
+from .arrays import materialize
+from .registry import IN_PLACE, NO_FGRADIENT, NO_OUTPUT, NO_TENSOR_INPUT, REASON_NAMES
 
-_ROOT = Path(__file__).resolve().parent.parent
+_ROOT = Path(__file__).resolve().parents[3]
 
 
 class ProbeError(RuntimeError):
@@ -78,7 +73,7 @@ def _backward_specs(op: str) -> List:
 
     from . import cases, rules
 
-    found = cases._rule_for(op, rules.TINY)
+    found = cases.rule_for(op, rules.TINY)
     if not found:
         raise ProbeError(f"{op}: no input rule, so it cannot be probed")
     specs, _ = cases.generate_cases(ops=[op], tiny=True)
@@ -102,14 +97,12 @@ def _ndarrays(result) -> List:
 
 
 def probe_one(op: str) -> Tuple[bool, Optional[str]]:
-    """(True, None) when MXNet can differentiate `op`, else (False, one of REASONS).
+    """(True, None) when MXNet can differentiate `op`, else (False, one of registry.REASONS).
 
     Runs in this process: an operator whose backward crashes MXNet takes the process with it
     (use probe() for a crash-safe run).
     """
     import mxnet as mx
-
-    from .cases import materialize
 
     spec = _probe_spec(op)
     plain = materialize(type(spec)(spec.suite, spec.name, {**spec.params, "run_backward": False}))
@@ -165,8 +158,6 @@ def zero_gradient(op: str) -> bool:
     import mxnet as mx
     import numpy as np
 
-    from .cases import materialize
-
     for spec in _backward_specs(op):
         m = materialize(spec)
         with mx.autograd.record():
@@ -190,7 +181,8 @@ def probe(ops: Iterable[str], python: Optional[str] = None, timeout_s: float = 6
     results: Dict[str, dict] = {}
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(_ROOT), os.environ.get("PYTHONPATH")]))}
     while remaining:
-        proc = subprocess.run([python or sys.executable, "-m", "opbench.gradients", "--jsonl", *remaining],
+        command = [python or sys.executable, "-m", "opbench.backends.mxnet.gradients", "--jsonl", *remaining]
+        proc = subprocess.run(command,
                               capture_output=True, text=True, timeout=timeout_s, env=env, cwd=str(_ROOT))
         for line in proc.stdout.splitlines():
             if line.startswith("{"):
@@ -225,8 +217,6 @@ def main(argv: Optional[List[str]] = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["--jsonl"]:
         return _child(argv[1:])
-    from . import registry
-
     ops = argv or registry.selected_names()
     results = probe(ops)
     print("NOT_DIFFERENTIABLE: Dict[str, str] = {")

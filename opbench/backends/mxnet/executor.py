@@ -1,7 +1,7 @@
 """The worker-side executor: one opbench CaseSpec → the metrics of that case.
 
 `execute(spec, options)` is what benchcore.isolation calls in the worker process
-(`executor="opbench.mxnet_backend:execute"`). options:
+(`executor="opbench.backends.mxnet.executor:execute"`). options:
 `{"settings": RunSettings dict, "profiler": "native" | "python", "threads": n | None}`.
 
 Engines
@@ -55,6 +55,12 @@ from benchcore.profilers.mxnet import (RESOLUTION_MS, MXNetProfiler, PhaseStats,
 from benchcore.runner import RunSettings, run_workload
 from benchcore.stats import Measurement
 from benchcore.timers import PerfCounterTimer
+
+import opbench
+
+from . import arrays
+from .cases import describe_inputs
+from .device import mx_context
 
 ENGINES = ("native", "python")
 #: Imported by a fresh worker before it takes a case (see benchcore.isolation), so MXNet's
@@ -247,8 +253,6 @@ def run_native(workload: Workload, settings: RunSettings, op: str, ctx) -> dict:
 def _cpu_temp_copies() -> Optional[int]:
     """MXNet's CPU temp-space copies in this process; None when MXNet was imported before
     opbench could set it (then whatever the environment said at that import applies)."""
-    import opbench
-
     if not opbench.TEMP_COPY_APPLIED:
         return None
     try:
@@ -323,7 +327,6 @@ def execute(spec: CaseSpec, options: dict) -> dict:
     if engine not in ENGINES:
         raise UsageError(f"unknown profiler {engine!r}; choose native or python")
     settings = RunSettings.from_dict(options.get("settings") or {})
-    from opbench.cases import describe_inputs, materialize, mx_context
 
     op = spec.params.get("op", spec.name)
     ctx_text = spec.params.get("ctx", "cpu(0)")
@@ -336,7 +339,7 @@ def execute(spec: CaseSpec, options: dict) -> dict:
     denormals = denormal_state(bool(options.get("flush_denormal")), ctx)
     rss_before = _resident_bytes()
     peak_reset = _reset_peak_rss()
-    materialized = materialize(spec, ctx=ctx)
+    materialized = arrays.materialize(spec, ctx=ctx)
     backward_reason = _backward_decision(spec, settings)
     workload = build_workload(materialized, backward_reason is None, device=ctx.device_type)
     metrics = measure(workload, settings, engine, op, ctx, backward_reason)

@@ -9,8 +9,8 @@ Differences from opperf, on purpose:
 - cases run in this process by default (`isolate=False`), as opperf did; pass `isolate=True`
   to run them in a worker process that a crashing operator cannot take down.
 
-Each `run_<category>_benchmarks` is generated from opbench.categories.CATEGORIES; opperf's own
-names (`run_mx_unary_operators_benchmarks`, …) are provided as aliases.
+Each `run_<category>_benchmarks` is generated from opbench.backends.mxnet.categories.CATEGORIES;
+opperf's own names (`run_mx_unary_operators_benchmarks`, …) are provided as aliases.
 """
 
 from __future__ import annotations
@@ -20,36 +20,27 @@ from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence
 
 from benchcore.case import CaseSpec, Workload
 from benchcore.errors import UsageError, error_summary
+from benchcore.isolation import run_cases
 from benchcore.report import CaseResult
 from benchcore.runner import RunSettings
 
-from .cases import check_dtype as validate_dtype
-from .cases import operator_name, parse_ctx
+from opbench.views import opperf_entry
 
-EXECUTOR = "opbench.mxnet_backend:execute"
+from . import registry
+from .cases import check_dtype as validate_dtype
+from .cases import generate_cases, operator_name, spec_from_inputs
+from .categories import CATEGORIES
+from .device import check_ctx, int64_tensor_flag
+from .executor import build_workload, measure
+from .suite import EXECUTOR
+
+
 PROFILERS = ("native", "python")
 DTYPES = ("float32", "float64", "float16", "int32", "int64")
 
 
 # ---------------------------------------------------------------------------------------------
 # Argument normalisation (shared with the CLI)
-
-
-def check_ctx(ctx) -> str:
-    """Validate a context against this MXNet: "gpu" needs a CUDA build and that many GPUs."""
-    kind, index = parse_ctx("cpu" if ctx is None else ctx)
-    text = f"{kind}({index})"
-    if kind == "gpu":
-        import mxnet as mx
-
-        if not mx.runtime.Features().is_enabled("CUDA"):
-            raise UsageError(
-                f"--ctx {text}: the installed mxnet {mx.__version__} has no CUDA support; install a CUDA build "
-                f"(pip install mxnet-cu112=={mx.__version__}, matching your CUDA version: mxnet-cuXXX) or use --ctx cpu")
-        count = mx.context.num_gpus()
-        if index >= count:
-            raise UsageError(f"--ctx {text}: MXNet sees {count} GPU(s); choose gpu(0)..gpu({count - 1})")
-    return text
 
 
 def check_dtype(dtype) -> str:
@@ -61,28 +52,6 @@ def check_profiler(profiler) -> str:
     if profiler not in PROFILERS:
         raise UsageError(f"unknown profiler {profiler!r}; choose native or python")
     return profiler
-
-
-def int64_tensor_flag(value) -> bool:
-    """opperf's 'on'/'off' (case-insensitive here; opperf silently read 'ON' as off), or a bool.
-
-    'on' needs an MXNet built with INT64_TENSOR_SIZE; the pip wheel is not.
-    """
-    if isinstance(value, bool):
-        on = value
-    else:
-        text = str(value).strip().lower()
-        if text not in ("on", "off"):
-            raise UsageError(f"--int64-tensor must be on or off, got {value!r}")
-        on = text == "on"
-    if on:
-        import mxnet as mx
-
-        if not mx.runtime.Features().is_enabled("INT64_TENSOR_SIZE"):
-            raise UsageError(
-                f"--int64-tensor on needs an MXNet built with INT64_TENSOR_SIZE, and the installed mxnet "
-                f"{mx.__version__} is not (pip wheels never are); build MXNet with USE_INT64_TENSOR_SIZE=1 or use --int64-tensor off")
-    return on
 
 
 def _settings(warmup: int, runs: int, run_backward: bool = True) -> RunSettings:
@@ -98,14 +67,10 @@ def _options(profiler: str, settings: RunSettings) -> dict:
 
 
 def run_specs(specs: Sequence[CaseSpec], profiler: str, settings: RunSettings, isolate: bool = False) -> List[CaseResult]:
-    from benchcore.isolation import run_cases
-
     return run_cases(list(specs), EXECUTOR, _options(profiler, settings), isolate=isolate)
 
 
 def _entries(results: Iterable[CaseResult], raise_on_failure: bool) -> Dict[str, List[dict]]:
-    from .views import opperf_entry
-
     grouped: Dict[str, List[dict]] = {}
     for result in results:
         op = result.spec.params.get("op", result.spec.name)
@@ -126,8 +91,6 @@ def run_performance_test(ops, inputs, run_backward=True, dtype="float32", ctx="c
     Returns opperf's shape: `[{op: [one entry per input dict]}]`, one dict per operator in the
     order given. A case that fails raises RuntimeError with MXNet's message.
     """
-    from .cases import spec_from_inputs
-
     ops = list(ops) if isinstance(ops, (list, tuple)) else [ops]
     input_list = [inputs] if isinstance(inputs, dict) else list(inputs or [{}])
     dtype, context = check_dtype(dtype), check_ctx(ctx)
@@ -135,8 +98,6 @@ def run_performance_test(ops, inputs, run_backward=True, dtype="float32", ctx="c
              for op in ops for given in input_list]
     results = run_specs(specs, profiler, _settings(warmup, runs, run_backward), isolate)
     _entries(results, raise_on_failure=True)  # raises on the first failed case
-    from .views import opperf_entry
-
     answer = []
     for index, op in enumerate(ops):
         chunk = results[index * len(input_list):(index + 1) * len(input_list)]
@@ -163,8 +124,6 @@ def run_cases_for(ops=None, categories=None, ctx="cpu", dtype="float32", profile
     must not hide the others); operators with no input rule are not in it (see
     get_operators_with_no_benchmark).
     """
-    from .cases import generate_cases
-
     specs, _skipped = generate_cases(ops=ops, categories=categories, dtype=check_dtype(dtype),
                                      ctx=check_ctx(ctx), int64_tensor=int64_tensor_flag(int64_tensor),
                                      run_backward=True, tiny=tiny)
@@ -199,12 +158,8 @@ def run_all_mxnet_operator_benchmarks(ctx="cpu", dtype="float32", profiler="nati
 def get_operators_with_no_benchmark(operators_with_benchmark=None) -> List[str]:
     """Selected registered operators absent from `operators_with_benchmark` (names, or a result
     dict/list as returned above); with None, the operators opbench has no input rule for."""
-    from .registry import scan
-
-    selected = sorted(info.name for info in scan() if info.selected)
+    selected = sorted(info.name for info in registry.scan() if info.selected)
     if operators_with_benchmark is None:
-        from .cases import generate_cases
-
         _specs, skipped = generate_cases(tiny=True)
         return sorted({op for op, _reason in skipped})
     covered = set()
@@ -260,9 +215,7 @@ def _signature_names(function) -> List[str]:
 
 def _nd_tensor_args(name: str, function) -> List[str]:
     """Every tensor input `name` may take (single tensors; variadic ones are not sized)."""
-    from .registry import get
-
-    info = get(name)
+    info = registry.get(name)
     if info is None:  # a Python-level function (mx.nd.add): no registry entry to ask
         return [a for a in _signature_names(function) if a in TENSOR_ARGUMENTS]
     return [a for a in info.arg_names if info.is_tensor_arg(a) and not info.is_list_arg(a)]
@@ -277,9 +230,7 @@ def _expected_inputs(name: str, tensor_args: List[str], params: Dict[str, Any]) 
     """
     import mxnet as mx
 
-    from .registry import get
-
-    if get(name) is None:
+    if registry.get(name) is None:
         return set(tensor_args)
     if name.startswith("_contrib_"):
         creator = getattr(mx.sym.contrib, name[len("_contrib_"):])
@@ -319,8 +270,6 @@ def _variant_workload(label: str, function, tensors: Dict[str, tuple], extra: Di
                       run_backward: bool, seed: int) -> Workload:
     import mxnet as mx
 
-    from .mxnet_backend import build_workload
-
     mx.random.seed(seed)
     arrays = {}
     for arg, shape in tensors.items():
@@ -353,9 +302,6 @@ def run_benchmark_operator(name, size=(128, 128), additional_inputs=None, dtype=
     one line per module, as opperf printed.
     """
     import mxnet as mx
-
-    from .mxnet_backend import measure
-    from .views import opperf_entry
 
     name = operator_name(name)
     dtype, context = check_dtype(dtype), check_ctx(ctx)
@@ -444,8 +390,6 @@ class _np_mode:
 
 
 def _install_category_runners() -> List[str]:
-    from .categories import CATEGORIES
-
     names = []
     for category in CATEGORIES:
         runner = _category_runner(category)

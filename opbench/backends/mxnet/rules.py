@@ -14,7 +14,7 @@ weight on its data's channels, an index's bound on the indexed axis): that is ex
 opperf's tables went wrong (random normals as indices, 1x2 stand-ins for list inputs, unequal
 lists collapsed to their first element). Nothing here imports MXNet.
 
-Initialisers ("init"), materialised by opbench.cases:
+Initialisers ("init"), materialised by opbench.backends.mxnet.arrays:
   normal (loc, scale) | uniform (low, high) | indices (integers in [low, high); `high` may be a
   list giving one bound per row, `unique` draws without replacement) | spd (symmetric positive
   definite) | near_identity (I + small noise: det near 1) | tril (lower triangular, diagonal in
@@ -497,7 +497,7 @@ def _reduce(p: Profile, op: str) -> List[Variant]:
         # Products of normals over/underflow. Independent values near 1 are not enough either:
         # U(0.5, 1.5) drifted to a subnormal product (1e-45 after 10,000 values), where the
         # reduction ran 3x slower than on normal numbers. Reciprocal pairs keep every partial
-        # product within e^±0.1 of 1 at any length (opbench.cases._reciprocal_pairs).
+        # product within e^±0.1 of 1 at any length (opbench.backends.mxnet.arrays._reciprocal_pairs).
         data = T(s, "reciprocal_pairs", log_bound=0.1, axis=axis) if op in ("prod", "nanprod") else T(s)
         out.append((f"{fmt_shape(s)}-axis{axis}", {"data": data, "axis": axis}))
     return out

@@ -12,7 +12,18 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Dict, List, Optional, Tuple
 
-from .gradients import IN_PLACE, NO_FGRADIENT, NO_OUTPUT, NO_TENSOR_INPUT, ZERO_FILL
+# Why a selected operator's backward is not timed: the answers of the probe in
+# opbench.backends.mxnet.gradients, stored in NOT_DIFFERENTIABLE and ZERO_GRADIENT below.
+NO_FGRADIENT = "not differentiable: MXNet registers no gradient for it (no FGradient)"
+NO_TENSOR_INPUT = "not differentiable: it takes no tensor input (only shapes and parameters)"
+NO_OUTPUT = "not differentiable: it returns no output (writes its inputs in place)"
+IN_PLACE = "not differentiable: it writes its inputs in place, which autograd refuses to record"
+# Differentiable, but not worth timing (registry.ZERO_GRADIENT): the reason a report gives.
+ZERO_FILL = ("zero gradient: MXNet's backward only fills the input gradients with zeros (the "
+             "gradient is identically zero), so there is nothing to time")
+REASONS = (NO_FGRADIENT, NO_TENSOR_INPUT, NO_OUTPUT, IN_PLACE)
+REASON_NAMES = {NO_FGRADIENT: "NO_FGRADIENT", NO_TENSOR_INPUT: "NO_TENSOR_INPUT", NO_OUTPUT: "NO_OUTPUT",
+                IN_PLACE: "IN_PLACE"}
 
 # Deprecated aliases opperf leaves out, each mapped to the operator it duplicates, so the
 # reason shown to users names what to benchmark instead.
@@ -51,10 +62,10 @@ BACKWARD_OFF: Dict[str, str] = {
 }
 
 # Selected operators MXNet cannot differentiate, with the reason; every other selected operator
-# is differentiable. This is a stored answer of the probe in opbench.gradients (autograd.record
+# is differentiable. This is a stored answer of the probe in opbench.backends.mxnet.gradients (autograd.record
 # + backward on tiny inputs, on the real MXNet), not a guess: tests/opbench/test_gradients.py
 # re-runs the probe and asserts this table equals it, so it cannot drift from the installed
-# MXNet. `python -m opbench.gradients` prints it afresh. On mxnet 1.9.1: 42 of the 256 selected
+# MXNet. `python -m opbench.backends.mxnet.gradients` prints it afresh. On mxnet 1.9.1: 42 of the 256 selected
 # operators; 214 are differentiable, against opperf's 130 with a `_backward_<name>` operator
 # (36 of the 214 have an identically zero gradient: ZERO_GRADIENT below).
 NOT_DIFFERENTIABLE: Dict[str, str] = {
@@ -79,7 +90,7 @@ NOT_DIFFERENTIABLE: Dict[str, str] = {
 # Selected operators MXNet can differentiate whose gradient is identically zero: MXNet's
 # backward only fills the input gradients with zeros (their FGradient makes zeros), so a timed
 # "backward" would time that fill, not a gradient. They stay differentiable, but run forward
-# only, with this reason. Another stored probe answer (opbench.gradients.zero_gradient: backward
+# only, with this reason. Another stored probe answer (opbench.backends.mxnet.gradients.zero_gradient: backward
 # from random head gradients on every tiny input combination; every input gradient is exactly
 # zero): tests/opbench/test_gradients.py asserts this table equals the probe both ways, so every
 # timed operator has a nonzero gradient somewhere. On mxnet 1.9.1: 36 of the 214 differentiable
