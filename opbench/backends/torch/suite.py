@@ -1,18 +1,16 @@
-"""The torch backend's declaration to benchcore: opbench's Suite with the torch executor and
+"""The torch backend's declaration to benchcore (opbench.suite.declare): the torch executor and
 its rounds' combiner (the same headline figures: profiler phases with per-call times for the
 native engine, Measurements for the python engine; benchcore compares, charts and merges them
 as it does MXNet's)."""
 
 from __future__ import annotations
 
-import dataclasses
 from typing import List
 
 from benchcore import audit
 from benchcore.rounds import combine_metrics
 
-from opbench.backends.mxnet.suite import SUITE as MXNET_SUITE
-from opbench.suite import PROFILER_RULES, recompute_averages, without_derived
+from opbench.suite import PROFILER_RULES, declare, recompute_averages, without_derived
 
 EXECUTOR = "opbench.backends.torch.executor:execute"
 #: per-operator rows of a phase's profiler block add up over rounds
@@ -29,4 +27,4 @@ def combine_rounds(per_round: List[dict]) -> dict:
     return combined
 
 
-SUITE = dataclasses.replace(MXNET_SUITE, executor=EXECUTOR, frameworks=("torch",), combine_rounds=combine_rounds)
+SUITE = declare(EXECUTOR, ("torch",), combine_rounds)
