@@ -39,6 +39,7 @@ from typing import Callable, Dict, Iterable, Iterator, List, Optional, Sequence,
 from . import reference
 from .case import CaseSpec
 from .errors import SkipCase, UsageError, error_summary
+from .memory import resident_bytes
 from .report import CaseResult
 
 STDERR_TAIL_CHARS = 4000
@@ -80,13 +81,6 @@ def execute_one(executor: Callable, spec: CaseSpec, options: dict) -> dict:
     return answer
 
 
-def _resident_bytes() -> Optional[int]:
-    try:
-        with open("/proc/self/statm") as handle:
-            return int(handle.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-    except (OSError, ValueError, IndexError):
-        return None
-
 
 def worker_main(executor_path: str) -> None:
     """The worker loop: one JSON request per stdin line, one JSON answer per line.
@@ -104,7 +98,7 @@ def worker_main(executor_path: str) -> None:
             continue
         request = json.loads(line)
         answer = execute_one(executor, CaseSpec.from_dict(request["spec"]), request.get("options") or {})
-        answer["rss_bytes"] = _resident_bytes()
+        answer["rss_bytes"] = resident_bytes()
         protocol.write(json.dumps(answer, default=_json_default) + "\n")
 
 

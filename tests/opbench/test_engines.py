@@ -25,7 +25,10 @@ def test_broadcast_add_forward_and_backward(engine):
     assert m["input_bytes"] == (32 * 16 + 32) * 4
     # the worker's memory around the case: inherited, highest while it ran, left behind
     assert m["rss_before_bytes"] > 0 and m["rss_after_bytes"] > 0
-    assert m["rss_peak_bytes"] is None or m["rss_peak_bytes"] >= m["rss_after_bytes"]
+    # the peak mark is reset to the resident memory at the case's start and read after its timed
+    # runs; the untimed audit that follows may leave more behind than that (its copies stay in
+    # the allocator's arenas), so rss_after is no bound for it
+    assert m["rss_peak_bytes"] is None or m["rss_peak_bytes"] >= m["rss_before_bytes"]
     for key in m["opperf_keys"]:
         assert key in m
     if engine == "native":

@@ -50,6 +50,7 @@ from typing import Any, Dict, List, Optional
 from benchcore import audit
 from benchcore.case import CaseSpec, Workload
 from benchcore.errors import SkipCase, UsageError, error_summary
+from benchcore.memory import peak_rss, reset_peak_rss, resident_bytes
 from benchcore.profilers.mxnet import (RESOLUTION_MS, MXNetProfiler, PhaseStats, device_key, peak_bytes,
                                        summarize_phase)
 from benchcore.runner import RunSettings, run_workload
@@ -337,8 +338,8 @@ def execute(spec: CaseSpec, options: dict) -> dict:
         if mx.context.num_gpus() <= ctx.device_id:
             raise SkipCase(f"{ctx_text} is not available here (MXNet sees {mx.context.num_gpus()} GPUs)")
     denormals = denormal_state(bool(options.get("flush_denormal")), ctx)
-    rss_before = _resident_bytes()
-    peak_reset = _reset_peak_rss()
+    rss_before = resident_bytes()
+    peak_reset = reset_peak_rss()
     materialized = arrays.materialize(spec, ctx=ctx)
     backward_reason = _backward_decision(spec, settings)
     workload = build_workload(materialized, backward_reason is None, device=ctx.device_type)
@@ -347,12 +348,12 @@ def execute(spec: CaseSpec, options: dict) -> dict:
     metrics["input_bytes"] = sum(_nbytes(a) for a in _arrays(materialized.args) + _arrays(materialized.kwargs))
     metrics["threads"] = options.get("threads")
     metrics["rss_before_bytes"] = rss_before
-    metrics["rss_peak_bytes"] = _peak_rss() if peak_reset else None
+    metrics["rss_peak_bytes"] = peak_rss() if peak_reset else None
     metrics["denormals"] = denormals
     _add_audit(metrics, options, materialized, workload, spec.params.get("non_normal_reason"))
     del materialized, workload
     _sync()
-    metrics["rss_after_bytes"] = _resident_bytes()
+    metrics["rss_after_bytes"] = resident_bytes()
     return metrics
 
 
@@ -442,38 +443,7 @@ def _mx_multiply(values, factor: float, ctx):
     return (mx.nd.array(values, ctx=ctx, dtype="float32") * factor).asnumpy()
 
 
-def _resident_bytes() -> Optional[int]:
-    """This process's resident memory now. Measured before a case (what it inherits) and
-    after it, once its arrays are freed (what it leaves behind in a reused worker: MXNet keeps
-    temporary workspace and MKLDNN caches between cases; benchcore restarts a worker above
-    --memory-limit-gb on the same figure)."""
-    try:
-        with open("/proc/self/statm") as handle:
-            return int(handle.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-    except (OSError, ValueError, IndexError):
-        return None
 
-
-def _reset_peak_rss() -> bool:
-    """Reset the kernel's peak-RSS mark (VmHWM) so _peak_rss() is this case's; False if not allowed."""
-    try:
-        with open("/proc/self/clear_refs", "w") as handle:
-            handle.write("5")
-        return True
-    except OSError:
-        return False
-
-
-def _peak_rss() -> Optional[int]:
-    """This process's highest resident memory since _reset_peak_rss() (VmHWM)."""
-    try:
-        with open("/proc/self/status") as handle:
-            for line in handle:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    return None
 
 
 def measure(workload: Workload, settings: RunSettings, engine: str, op: str, ctx,

@@ -31,6 +31,8 @@ import math
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
+from opbench.inputs import tensor as T
+
 Shape = Tuple[int, ...]
 Variant = Tuple[Optional[str], Dict[str, Any]]
 Rule = Callable[["Profile", str], List[Variant]]
@@ -69,18 +71,7 @@ PROFILES = {p.name: p for p in (STANDARD, LARGE, TINY)}
 
 
 # ---------------------------------------------------------------- tensor descriptions
-
-def T(shape: Sequence[int], init: str = "normal", dtype: Optional[str] = None,
-      grad: bool = True, **extra: Any) -> Dict[str, Any]:
-    """A tensor description; dtype None means the case's dtype."""
-    desc: Dict[str, Any] = {"shape": [int(d) for d in shape], "init": init}
-    if dtype is not None:
-        desc["dtype"] = dtype
-    if not grad:
-        desc["grad"] = False
-    desc.update(extra)
-    return desc
-
+# T (opbench.inputs.tensor) describes a tensor; the helpers below are the kinds the rules use.
 
 def U(shape: Sequence[int], low: float, high: float, **kw: Any) -> Dict[str, Any]:
     """A uniform tensor: the way to keep a domain-restricted input inside its domain."""

@@ -35,10 +35,11 @@ import time
 import warnings
 from typing import Any, Dict, List, Optional, Tuple
 
+from benchcore.memory import peak_rss, reset_peak_rss, resident_bytes
+
 from . import overrides
 from .callables import LAMBDA, LAMBDAS, callable_for, resolve
 from .categories import category_of
-from .executor import peak_rss, reset_peak_rss, resident_bytes
 from .sample import Decoder, Scale, Unencodable, describe_sample, descriptors, encode_sample, load, tensors_in
 
 #: one forward plus backward call at the chosen size may take at most this (else k is halved).

@@ -31,11 +31,11 @@ torch_flush_state, as rnnbench's).
 from __future__ import annotations
 
 import functools
-import os
 from typing import Any, Dict, List, Optional
 
 from benchcore.case import CaseSpec, Workload
 from benchcore.errors import SkipCase, UsageError
+from benchcore.memory import peak_rss, reset_peak_rss, resident_bytes
 from benchcore.runner import RunSettings, run_workload
 from benchcore.timers import PhaseMarker, timer_for
 
@@ -334,29 +334,3 @@ def _device_memory_peak(device: str, start: Optional[int]):
     return max(0, torch.cuda.max_memory_allocated(device) - start), None
 
 
-def resident_bytes() -> Optional[int]:
-    try:
-        with open("/proc/self/statm") as handle:
-            return int(handle.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-    except (OSError, ValueError, IndexError):
-        return None
-
-
-def reset_peak_rss() -> bool:
-    try:
-        with open("/proc/self/clear_refs", "w") as handle:
-            handle.write("5")
-        return True
-    except OSError:
-        return False
-
-
-def peak_rss() -> Optional[int]:
-    try:
-        with open("/proc/self/status") as handle:
-            for line in handle:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    return None
