@@ -32,7 +32,7 @@ from __future__ import annotations
 import functools
 import json
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -350,8 +350,7 @@ def _same_environment(result: Comparison, base: Report, b: CaseResult, new: Repo
     if base_env is None or new_env is None:
         differences, why = [], "its rounds ran in different environments"
     else:
-        differences = environment_differences(Report(base.suite, base_env, base.settings),
-                                              Report(new.suite, new_env, new.settings))
+        differences = environment_differences(replace(base, environment=base_env), replace(new, environment=new_env))
         if not differences:
             return True
         why = f"measured in different environments ({', '.join(d['key'] for d in differences)} differ)"

@@ -1119,3 +1119,38 @@ def test_quantities_judged_together_state_their_q_value_and_their_number():
         assert m.q_value == pytest.approx(q[case.name], rel=1e-9)
         assert f"p={m.p_value:.3g}, q={m.q_value:.3g} over 2 quantities (Benjamini–Hochberg)" in m.reason
         assert m.verdict == ("slower" if m.q_value < 0.05 else "noisy") == case.verdict
+
+
+H100_OLDER = dict(ENV, torch={"version": "2.12.0", "threads": 2, "gpu": {"name": "H100"}})
+
+
+def test_each_case_of_a_mixed_report_names_what_differs_and_allowed_adds_each_key_once():
+    mixed = _cluster_report({"n1": A100, "n2": H100, "n3": H100_OLDER},
+                            [_on(node, op_result(name, samples(1.0, seed=i)))
+                             for i, (name, node) in enumerate({"x": "n1", "y": "n2", "u": "n3", "w": "n2"}.items())])
+    split = op_result("v", samples(1.0, seed=7))
+    split.rounds = [{"round": 0, "node": "n1"}, {"round": 1, "node": "n2"}]  # its rounds on two environments
+    mixed.results.append(split)
+    mixed.environment = dict(H100, cluster=mixed.environment["cluster"])  # the driver's: not what counts
+    plain = make_report([op_result(r.spec.name, samples(1.0, seed=20 + i)) for i, r in enumerate(mixed.results)],
+                        env=A100)
+    result = compare(mixed, plain)
+    assert [c.name for c in result.cases] == ["x"] and result.env_differences == []
+    suffix = ": judged only within one environment (--allow-env-mismatch compares anyway)"
+    assert {u["name"]: u["reason"] for u in result.unmeasured} == {
+        "y": "measured in different environments (torch.gpu.name differ)" + suffix,
+        "u": "measured in different environments (torch.gpu.name, torch.version differ)" + suffix,
+        "w": "measured in different environments (torch.gpu.name differ)" + suffix,
+        "v": "its rounds ran in different environments" + suffix}
+    anyway = compare(mixed, plain, allow_env_mismatch=True)
+    assert [c.name for c in anyway.cases] == ["x", "y", "u", "w", "v"] and not anyway.unmeasured
+    assert anyway.env_differences == [{"key": "torch.gpu.name", "base": "H100", "new": "A100"},
+                                      {"key": "torch.version", "base": "2.12.0", "new": "2.13.0"}]
+
+
+def test_a_case_of_a_mixed_report_is_judged_with_its_reports_thread_settings_too():
+    mixed = _cluster_report({"n1": A100, "n2": H100}, [_on("n1", op_result("x", samples(1.0)))])
+    mixed.settings = {"runs": 30, "threads": 2}
+    plain = make_report([op_result("x", samples(1.0, seed=3))], env=A100, settings={"runs": 30, "threads": 1})
+    [x] = compare(mixed, plain).unmeasured
+    assert x["reason"].startswith("measured in different environments (settings.threads differ)")
