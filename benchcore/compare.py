@@ -29,10 +29,11 @@ opbench's native engine declares the profiler's per-call kernel times.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
-from dataclasses import asdict, dataclass, field
-from typing import Dict, List, Optional, Sequence
+from dataclasses import asdict, dataclass, field, replace
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -290,18 +291,20 @@ def compare(base: Report, new: Report, suite: Optional[Suite] = None, threshold:
     result.drift = drift_model.estimate(pairs, reference.of_report(base), reference.of_report(new), interleaved,
                                         threshold)
     evidence = Evidence(threshold, alpha, result.prior, result.drift, paired=interleaved, pending=[])
+    judged = []
     for b, n, bt, nt in matched:
-        case, missing = _compare_case(b, n, bt, nt, suite, evidence, labels[b.spec.key])
-        where = per_case and (environment_label(base, b) or environment_label(new, n))
-        if case is not None and where:  # per environment: the summary's geomeans too
-            case.category = f"{case.category} @ {where}"
-        if case is not None:
-            result.cases.append(case)
+        shared = [m for m in METRICS if m in bt and m in nt]
+        if shared:
+            judged.append((b, n, [compare_timings(m, bt[m], nt[m], evidence) for m in shared]))
         else:
-            result.unmeasured.append(missing)
-    decide_pending(evidence.pending, alpha)
-    for case in result.cases:
-        case.verdict = _summary_verdict([m.verdict for m in case.metrics])
+            result.unmeasured.append(dict(_brief_pair(b, n, labels[b.spec.key]),
+                                          reason="no timing present in both reports"))
+    decide_pending(evidence.pending)  # the verdicts the cases summarise are known from here on
+    for b, n, metrics in judged:
+        # environment_label is None in a one-environment report; per environment, a case's
+        # category says which, so the summary's geomeans are per environment too
+        where = environment_label(base, b) or environment_label(new, n)
+        result.cases.append(_case(b, metrics, suite, labels[b.spec.key], where))
     position = {key: i for i, key in enumerate(base_cases)}
     result.unmeasured.sort(key=lambda item: position[item["key"]])  # in the base report's order
     return result
@@ -347,8 +350,7 @@ def _same_environment(result: Comparison, base: Report, b: CaseResult, new: Repo
     if base_env is None or new_env is None:
         differences, why = [], "its rounds ran in different environments"
     else:
-        differences = environment_differences(Report(base.suite, base_env, base.settings),
-                                              Report(new.suite, new_env, new.settings))
+        differences = environment_differences(replace(base, environment=base_env), replace(new, environment=new_env))
         if not differences:
             return True
         why = f"measured in different environments ({', '.join(d['key'] for d in differences)} differ)"
@@ -386,21 +388,17 @@ def _brief_pair(base: CaseResult, new: CaseResult, label: str) -> dict:
             "base_status": base.status, "new_status": new.status}
 
 
-def _compare_case(base: CaseResult, new: CaseResult, bt: Dict[str, Timing], nt: Dict[str, Timing], suite: Suite,
-                  evidence: "Evidence", label: str):
-    """(CaseComparison, None) when both sides have a common timing, else (None, reason dict)."""
-    shared = [m for m in METRICS if m in bt and m in nt]
-    if not shared:
-        return None, dict(_brief_pair(base, new, label), reason="no timing present in both reports")
-    metrics = [compare_timings(m, bt[m], nt[m], evidence) for m in shared]
-    verdict = _summary_verdict([m.verdict for m in metrics])
-    base_total = sum(m.base_ms for m in metrics if m.base_ms is not None)
-    new_total = sum(m.new_ms for m in metrics if m.new_ms is not None)
-    ratio = new_total / base_total if base_total > 0 and all(m.ratio is not None for m in metrics) else None
+def _case(base: CaseResult, metrics: List[MetricComparison], suite: Suite, label: str,
+          where: Optional[str]) -> CaseComparison:
+    """A case's record from its decided metrics (`where`: the environment it ran in, in a report
+    of several)."""
+    # a metric with a ratio has positive figures on both sides, so the totals are positive too
+    ratio = (sum(m.new_ms for m in metrics) / sum(m.base_ms for m in metrics)
+             if all(m.ratio is not None for m in metrics) else None)
     basis = next(b for b in reversed(BASES) if any(m.basis == b for m in metrics))  # the weakest
-    case = CaseComparison(base.spec.key, base.spec.name, label, suite.category(base),
-                          dict(base.spec.params), metrics, verdict, ratio, basis)
-    return case, None
+    category = suite.category(base) + (f" @ {where}" if where else "")
+    return CaseComparison(base.spec.key, base.spec.name, label, category, dict(base.spec.params), metrics,
+                          _summary_verdict([m.verdict for m in metrics]), ratio, basis)
 
 
 def _one_line(text: str) -> str:
@@ -506,7 +504,8 @@ def _compare_rounds(metric: str, bm: Measurement, nm: Measurement, resolution: f
 
 
 def _spread_pct(m: Measurement) -> str:
-    return "---" if m.round_spread is None else f"{m.round_spread * 100:.1f}%"
+    """The spread of rounds whose medians are all positive (what _compare_rounds judges)."""
+    return f"{m.round_spread * 100:.1f}%"
 
 
 def _compare_one_process(metric: str, bm: Measurement, nm: Measurement, resolution: float,
@@ -547,14 +546,14 @@ def _tight(base: Measurement, new: Measurement, threshold: float) -> bool:
 def _judge(result: MetricComparison, evidence: Evidence, why: str, test: str) -> None:
     """Decide now on the p-value alone, or leave the decision for compare() to take once every
     quantity's p-value is known (the false-discovery adjustment needs them all)."""
-    decide = lambda q=None, count=1: _decide(result, evidence.threshold, evidence.alpha, why, test, q, count)  # noqa: E731
+    decide = functools.partial(_decide, result, evidence.threshold, evidence.alpha, why, test)
     if evidence.pending is None:
         decide()
     else:
         evidence.pending.append((result, decide))
 
 
-def decide_pending(pending: list, alpha: float) -> None:
+def decide_pending(pending: list) -> None:
     """Adjust the pending quantities' p-values for their number (Benjamini–Hochberg: the share
     of false verdicts among the changes called stays below alpha) and decide each.
 
@@ -568,18 +567,18 @@ def decide_pending(pending: list, alpha: float) -> None:
     q_values = false_discovery_control([result.p_value for result, _ in pending], method="bh")
     for (result, decide), q in zip(pending, q_values):
         result.q_value = float(q)
-        decide(float(q), len(pending))
+        decide((float(q), len(pending)))
 
 
 def _decide(result: MetricComparison, threshold: float, alpha: float, evidence: str, test: str,
-            q_value: Optional[float] = None, count: int = 1) -> None:
+            adjusted: Optional[Tuple[float, int]] = None) -> None:
     """Set verdict and reason from the judged ratio, its 95% bounds and the test's p-value (its
-    q-value when `count` quantities were judged together)."""
+    q-value, when `adjusted` is (q-value, how many quantities were judged together))."""
     direction = _beyond(result.judged_ratio, threshold)
     change = _pct(result.judged_ratio)
-    significance = result.p_value if q_value is None else q_value
-    stated = (f"p={result.p_value:.3g}" if q_value is None else
-              f"p={result.p_value:.3g}, q={q_value:.3g} over {count} quantities (Benjamini–Hochberg)")
+    significance = result.p_value if adjusted is None else adjusted[0]
+    stated = (f"p={result.p_value:.3g}" if adjusted is None else
+              f"p={result.p_value:.3g}, q={adjusted[0]:.3g} over {adjusted[1]} quantities (Benjamini–Hochberg)")
     if direction == 0 and _spans_both_ways(result, threshold):
         result.reason = (f"change {change}, but the evidence allows anything from {_pct(result.ratio_low)} to "
                          f"{_pct(result.ratio_high)} ({evidence})")
@@ -587,7 +586,7 @@ def _decide(result: MetricComparison, threshold: float, alpha: float, evidence: 
         result.verdict = "same"
         result.reason = f"change {change} within ±{threshold * 100:g}% ({evidence})"
     elif significance < alpha:
-        result.verdict = "slower" if direction > 0 else "faster"
+        result.verdict = {1: "slower", -1: "faster"}[direction]
         result.reason = f"change {change}, {test} {stated} < {alpha:g} ({evidence})"
     else:
         result.reason = f"change {change} not confirmed: {test} {stated} ≥ {alpha:g} ({evidence})"
@@ -595,7 +594,7 @@ def _decide(result: MetricComparison, threshold: float, alpha: float, evidence: 
 
 def _spans_both_ways(result: MetricComparison, threshold: float) -> bool:
     """The ratio bounds reach past the threshold on both sides: "same" would be a guess."""
-    if result.ratio_low is None or result.ratio_high is None:
+    if result.ratio_low is None:  # the bounds come in pairs
         return False
     below = result.ratio_low <= 0 or _beyond(result.ratio_low, threshold) < 0
     return below and _beyond(result.ratio_high, threshold) > 0

@@ -941,3 +941,216 @@ def test_an_interleaved_pair_is_judged_round_by_round():
     base = Measurement.from_dict(base_results[1].metrics["forward"]).round_medians
     new = Measurement.from_dict(new_results[1].metrics["forward"]).round_medians
     assert paired_t_on_logs(base, new).p_value == pytest.approx(ttest_rel(np.log(new), np.log(base)).pvalue)
+
+
+# --------------------------------------------------------------------------- pinned by mutation testing (2)
+
+from benchcore.cluster import environment_groups  # noqa: E402
+from benchcore.compare import Comparison  # noqa: E402
+from benchcore.drift import Drift  # noqa: E402
+
+
+def rounds_of(name, medians):
+    """A case whose forward Measurement has one round of two equal samples per median."""
+    result = op_result(name, None)
+    result.metrics["forward"] = Measurement.from_rounds([[m, m] for m in medians]).to_dict()
+    return result
+
+
+def _cluster_report(nodes_env, results):
+    """A --ray sweep's report whose nodes ran in the environments `nodes_env` names."""
+    groups = environment_groups("opbench", nodes_env)
+    cluster = {"environment_groups": [g.to_dict() for g in groups],
+               "nodes": [{"node": label, "group": g.number, "environment": g.environment}
+                         for g in groups for label in g.nodes]}
+    return make_report(results, env=dict(groups[0].environment, cluster=cluster))
+
+
+def _on(node, result):
+    result.node = node
+    return result
+
+
+A100 = dict(ENV, torch={"version": "2.13.0", "threads": 2, "gpu": {"name": "A100"}})
+H100 = dict(ENV, torch={"version": "2.13.0", "threads": 2, "gpu": {"name": "H100"}})
+
+
+@pytest.mark.parametrize("mixed_side", ["base", "new"])
+def test_a_report_of_several_environments_is_judged_case_by_case_in_each_cases_environment(mixed_side):
+    """One side a --ray sweep over A100 and H100 nodes, the other a plain report from an A100
+    machine: cases that ran on A100 on both sides are judged (their category says where), the
+    H100 case is listed as not measured, and the cases after it are still judged."""
+    names = {"x": "n1", "y": "n2", "z": "n1"}
+    mixed = _cluster_report({"n1": A100, "n2": H100}, [_on(node, op_result(name, samples(1.0, seed=i)))
+                                                       for i, (name, node) in enumerate(names.items())])
+    plain = make_report([op_result(name, samples(1.0, seed=9 + i)) for i, name in enumerate(names)], env=A100)
+    base, new = (mixed, plain) if mixed_side == "base" else (plain, mixed)
+    result = compare(base, new)
+    assert [(c.name, c.label, c.category) for c in result.cases] == [
+        ("x", "x", "unary @ torch.gpu.name=A100"), ("z", "z", "unary @ torch.gpu.name=A100")]
+    [y] = result.unmeasured
+    assert {k: y[k] for k in ("name", "label", "base_status", "new_status")} == {
+        "name": "y", "label": "y", "base_status": "ok", "new_status": "ok"}
+    assert y["reason"].startswith("measured in different environments (torch.gpu.name differ): judged only within")
+    assert result.env_differences == []
+    anyway = compare(base, new, allow_env_mismatch=True)
+    assert [c.name for c in anyway.cases] == ["x", "y", "z"]
+    assert [c.category for c in anyway.cases][1] == "unary @ torch.gpu.name=H100"
+    assert [d["key"] for d in anyway.env_differences] == ["torch.gpu.name"]
+
+
+def test_without_a_suite_the_reports_own_suites_defaults_judge_the_measurements():
+    base = make_report([op_result("exp", samples(1.0), category="binary")])
+    new = make_report([op_result("exp", samples(1.5), category="binary")])
+    result = _compare(base, new)
+    assert [(c.category, c.verdict) for c in result.cases] == [("all", "slower")]  # no opbench categories
+
+
+def _drift(verdict, build_ratio):
+    return Drift("reference", verdict=verdict, build_ratio=build_ratio)
+
+
+def test_a_build_wide_slowdown_fails_the_gate_only_when_judged_slower_and_strictly_above_the_limit():
+    comparison = Comparison("opbench", 0.05, 0.05)
+    assert comparison.build_wide_slowdown(10) is None  # no drift at all
+    for drift, slowdown in ((_drift("slower", 1.25), 1.25), (_drift("slower", 1.1), None), (_drift("slower", 1.05), None),
+                            (_drift("noisy", 1.25), None), (_drift("same", 1.25), None), (_drift("slower", None), None)):
+        comparison.drift = drift
+        assert comparison.build_wide_slowdown(10) == slowdown, drift
+    comparison.drift = _drift("slower", 1.25)
+    gate = comparison.gate_verdict(10)
+    assert not gate["passed"] and gate["build_wide_slowdown_pct"] == pytest.approx(25.0, rel=1e-12)
+
+
+def test_a_comparison_without_drift_or_prior_records_them_as_null():
+    data = json.loads(Comparison("opbench", 0.05, 0.05).to_json())
+    assert (data["drift"], data["variance_prior"], data["cases"]) == (None, None, [])
+
+
+def test_the_summary_gives_the_median_detectable_slowdown_over_the_quantities():
+    medians = {"a": ([2.0, 2.2, 1.8], [2.0, 2.1, 1.9]), "b": ([1.0, 1.05, 0.95], [1.0, 1.02, 0.99]),
+               "c": ([3.0, 3.6, 2.7], [3.1, 3.3, 2.8])}
+    result = compare(make_report([rounds_of(k, b) for k, (b, _n) in medians.items()]),
+                     make_report([rounds_of(k, n) for k, (_b, n) in medians.items()]))
+    assert result.prior is None and result.drift.removed_ratio == 1.0  # three cases, no reference
+    detectable = [t_on_logs(b, n).detectable_ratio(0.05) for b, n in medians.values()]
+    assert [m.detectable_ratio for c in result.cases for m in c.metrics] == pytest.approx(detectable)
+    assert result.summary[-1].median_detectable_ratio == pytest.approx(float(np.median(detectable)))
+    no_rounds = compare(make_report([op_result("exp", samples(1.0))]), make_report([op_result("exp", samples(1.0))]))
+    assert no_rounds.summary[-1].median_detectable_ratio is None
+
+
+def _medians(rng, rounds, spread):
+    return list(np.exp(spread * rng.standard_normal(rounds)))
+
+
+@pytest.mark.parametrize("paired", [False, True])
+def test_the_prior_is_fitted_to_each_quantitys_variance_of_log_round_medians(paired):
+    """Unpaired: the variance pooled over both sides' log round medians (3 and 4 rounds), on
+    3 + 4 - 2 df; paired (an `ab` run, 3 rounds each): the variance of the 3 log ratios, on 2 df."""
+    rng = np.random.default_rng(41)
+    cases = [(_medians(rng, 3, 0.05 * (1 + i % 4)), _medians(rng, 3 if paired else 4, 0.05 * (1 + i % 4)))
+             for i in range(12)]
+    sides = [dict(ENV, ab_side=side) if paired else ENV for side in ("base", "new")]
+    result = compare(make_report([rounds_of(f"op{i}", b) for i, (b, _n) in enumerate(cases)], env=sides[0]),
+                     make_report([rounds_of(f"op{i}", n) for i, (_b, n) in enumerate(cases)], env=sides[1]))
+    variances, dfs = [], []
+    for b, n in cases:
+        x, y = np.log(b), np.log(n)
+        if paired:
+            variances.append(float(np.var(y - x, ddof=1)))
+            dfs.append(2)
+        else:
+            variances.append(float((np.sum((x - x.mean()) ** 2) + np.sum((y - y.mean()) ** 2)) / 5))
+            dfs.append(5)
+    expected = VariancePrior.fit(variances, dfs)
+    assert expected is not None
+    assert result.prior.variance == pytest.approx(expected.variance, rel=1e-9)
+    assert result.prior.df == pytest.approx(expected.df, rel=1e-9)
+    m = result.cases[0].metrics[0]
+    b, n = cases[0]
+    test = paired_t_on_logs(b, n, expected) if paired else t_on_logs(b, n, expected)
+    assert m.test_method == test.method and m.p_value == pytest.approx(test.p_value, rel=1e-9)
+    assert f"3 vs {3 if paired else 4} rounds{', paired as they ran' if paired else ''}; between-round spread " in m.reason
+    assert "; variance moderated over the comparison's cases)" in m.reason
+
+
+def test_two_rounds_a_side_of_an_ab_run_are_paired():
+    base = make_report([rounds_of("exp", [1.0, 2.0])], env=dict(ENV, ab_side="base"))
+    new = make_report([rounds_of("exp", [1.1, 2.3])], env=dict(ENV, ab_side="new"))
+    m = compare(base, new).cases[0].metrics[0]
+    test = paired_t_on_logs([1.0, 2.0], [1.1, 2.3])
+    assert m.test_method == "paired-t-log" and m.p_value == pytest.approx(test.p_value)
+    assert "(2 vs 2 rounds, paired as they ran; between-round spread 66.7% vs 70.6%)" in m.reason
+
+
+def test_with_nothing_divided_out_the_ratio_is_judged_as_it_is():
+    result = compare(sweep([1.0] * 12, 1.0, seed=7), sweep([1.0] * 12, 1.03, seed=8))
+    assert result.drift.removed_ratio == 1.0
+    for m in (m for c in result.cases for m in c.metrics):
+        assert m.ratio_vs_machine is None and m.judged_ratio == m.ratio and "machine drift" not in m.reason
+
+
+def test_a_divided_out_drift_is_the_tests_offset_with_its_variance():
+    result = compare(sweep([1.0] * 40, 1.0, 1.0, seed=1), sweep([1.0] * 40, 1.08, 1.08, seed=2))
+    d = result.drift
+    assert d.removed_ratio != 1.0 and d.removed_log_variance > 0
+    m = result.cases[0].metrics[0]
+    bm = Measurement.from_dict(sweep([1.0] * 40, 1.0, 1.0, seed=1).results[0].metrics["forward"])
+    nm = Measurement.from_dict(sweep([1.0] * 40, 1.08, 1.08, seed=2).results[0].metrics["forward"])
+    test = t_on_logs(bm.round_medians, nm.round_medians, result.prior, offset=d.removed_log,
+                     offset_variance=d.removed_log_variance)
+    assert m.p_value == pytest.approx(test.p_value, rel=1e-9)
+    assert (m.ratio_low, m.ratio_high) == pytest.approx(test.ratio_ci95, rel=1e-9)
+    assert m.ratio_vs_machine == pytest.approx(m.ratio / d.removed_ratio, rel=1e-12)
+
+
+def test_quantities_judged_together_state_their_q_value_and_their_number():
+    """Benjamini–Hochberg by hand for two p-values: q of the larger is p itself, of the smaller
+    min(2 p, larger p)."""
+    cases = {"a": ([1.0, 1.01, 0.99], [1.3, 1.32, 1.29]), "b": ([1.0, 1.1, 0.9], [1.2, 1.25, 1.05])}
+    result = compare(make_report([rounds_of(k, b) for k, (b, _n) in cases.items()]),
+                     make_report([rounds_of(k, n) for k, (_b, n) in cases.items()]))
+    p = {k: t_on_logs(b, n).p_value for k, (b, n) in cases.items()}
+    low, high = sorted(p, key=p.get)
+    q = {high: p[high], low: min(2 * p[low], p[high])}
+    for case in result.cases:
+        m = case.metrics[0]
+        assert m.q_value == pytest.approx(q[case.name], rel=1e-9)
+        assert f"p={m.p_value:.3g}, q={m.q_value:.3g} over 2 quantities (Benjamini–Hochberg)" in m.reason
+        assert m.verdict == ("slower" if m.q_value < 0.05 else "noisy") == case.verdict
+
+
+H100_OLDER = dict(ENV, torch={"version": "2.12.0", "threads": 2, "gpu": {"name": "H100"}})
+
+
+def test_each_case_of_a_mixed_report_names_what_differs_and_allowed_adds_each_key_once():
+    mixed = _cluster_report({"n1": A100, "n2": H100, "n3": H100_OLDER},
+                            [_on(node, op_result(name, samples(1.0, seed=i)))
+                             for i, (name, node) in enumerate({"x": "n1", "y": "n2", "u": "n3", "w": "n2"}.items())])
+    split = op_result("v", samples(1.0, seed=7))
+    split.rounds = [{"round": 0, "node": "n1"}, {"round": 1, "node": "n2"}]  # its rounds on two environments
+    mixed.results.append(split)
+    mixed.environment = dict(H100, cluster=mixed.environment["cluster"])  # the driver's: not what counts
+    plain = make_report([op_result(r.spec.name, samples(1.0, seed=20 + i)) for i, r in enumerate(mixed.results)],
+                        env=A100)
+    result = compare(mixed, plain)
+    assert [c.name for c in result.cases] == ["x"] and result.env_differences == []
+    suffix = ": judged only within one environment (--allow-env-mismatch compares anyway)"
+    assert {u["name"]: u["reason"] for u in result.unmeasured} == {
+        "y": "measured in different environments (torch.gpu.name differ)" + suffix,
+        "u": "measured in different environments (torch.gpu.name, torch.version differ)" + suffix,
+        "w": "measured in different environments (torch.gpu.name differ)" + suffix,
+        "v": "its rounds ran in different environments" + suffix}
+    anyway = compare(mixed, plain, allow_env_mismatch=True)
+    assert [c.name for c in anyway.cases] == ["x", "y", "u", "w", "v"] and not anyway.unmeasured
+    assert anyway.env_differences == [{"key": "torch.gpu.name", "base": "H100", "new": "A100"},
+                                      {"key": "torch.version", "base": "2.12.0", "new": "2.13.0"}]
+
+
+def test_a_case_of_a_mixed_report_is_judged_with_its_reports_thread_settings_too():
+    mixed = _cluster_report({"n1": A100, "n2": H100}, [_on("n1", op_result("x", samples(1.0)))])
+    mixed.settings = {"runs": 30, "threads": 2}
+    plain = make_report([op_result("x", samples(1.0, seed=3))], env=A100, settings={"runs": 30, "threads": 1})
+    [x] = compare(mixed, plain).unmeasured
+    assert x["reason"].startswith("measured in different environments (settings.threads differ)")
