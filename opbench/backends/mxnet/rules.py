@@ -559,11 +559,15 @@ def _where(p: Profile, op: str) -> List[Variant]:
     return [(None, {"condition": I(s, high=2), "x": T(s), "y": T(s)}) for s in data_shapes(p)]
 
 
+#: (shape, index count) per profile (standard, tiny, large) for ravel_multi_index and unravel_index
+INDEX_SHAPES = ([((1024, 1024), 1024 * 1024), ((100, 100, 100), 10000)],
+                [((3, 4), 5), ((2, 3, 4), 6)],
+                [((2 ** 16, 2 ** 16 + 1), 2 ** 20), ((2 ** 11, 2 ** 11, 2 ** 10 + 1), 2 ** 20)])
+
+
 @rule("ravel_multi_index")
 def _ravel(p: Profile, op: str) -> List[Variant]:
-    pairs = p.pick([((1024, 1024), 1024 * 1024), ((100, 100, 100), 10000)],
-                   [((3, 4), 5), ((2, 3, 4), 6)],
-                   [((2 ** 16, 2 ** 16 + 1), 2 ** 20), ((2 ** 11, 2 ** 11, 2 ** 10 + 1), 2 ** 20)])
+    pairs = p.pick(*INDEX_SHAPES)
     return [(f"{fmt_shape(shape)}-n{n}",
              {"data": I((len(shape), n), high=list(shape)), "shape": list(shape)})
             for shape, n in pairs]
@@ -571,9 +575,7 @@ def _ravel(p: Profile, op: str) -> List[Variant]:
 
 @rule("unravel_index")
 def _unravel(p: Profile, op: str) -> List[Variant]:
-    pairs = p.pick([((1024, 1024), 1024 * 1024), ((100, 100, 100), 10000)],
-                   [((3, 4), 5), ((2, 3, 4), 6)],
-                   [((2 ** 16, 2 ** 16 + 1), 2 ** 20), ((2 ** 11, 2 ** 11, 2 ** 10 + 1), 2 ** 20)])
+    pairs = p.pick(*INDEX_SHAPES)
     return [(f"{fmt_shape(shape)}-n{n}",
              {"data": I((n,), high=math.prod(shape)), "shape": list(shape)})
             for shape, n in pairs]
