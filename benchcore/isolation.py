@@ -26,6 +26,7 @@ import importlib
 import json
 import os
 import select
+import shutil
 import signal
 import subprocess
 import sys
@@ -49,6 +50,8 @@ STDERR_TAIL_CHARS = 4000
 STARTUP_TIMEOUT_FLOOR_S = 60.0
 STARTUP_TIMEOUT_S = 600.0
 READY = {"ready": True}
+#: the environment variable naming a worker's scratch folder (see Worker)
+SCRATCH_ENV = "BENCHCORE_WORKER_SCRATCH"
 
 
 def load_executor(path: str, preload: bool = False) -> Callable[[CaseSpec, dict], dict]:
@@ -152,6 +155,10 @@ class Worker:
 
     def __init__(self, executor: str, env: Optional[Dict[str, str]] = None, python: Optional[str] = None):
         self.stderr_file = tempfile.TemporaryFile(mode="w+b")
+        # the worker's files (MXNet's exit-time trace) go here; the parent removes it, so a
+        # worker killed for a timeout or a crash leaves nothing behind in the temporary folder
+        self.scratch = tempfile.mkdtemp(prefix="benchcore-worker-")
+        env = dict(os.environ if env is None else env, **{SCRATCH_ENV: self.scratch})
         self.process = subprocess.Popen(
             [python or sys.executable, "-m", "benchcore.isolation", executor],
             stdin=subprocess.PIPE,
@@ -245,6 +252,7 @@ class Worker:
             except (ProcessLookupError, PermissionError):
                 self.process.kill()
         self.process.wait()
+        shutil.rmtree(self.scratch, ignore_errors=True)
 
     def close(self) -> None:
         if self.process.poll() is None:
@@ -253,6 +261,7 @@ class Worker:
                 self.process.wait(timeout=5)
             except (BrokenPipeError, subprocess.TimeoutExpired, OSError):
                 self.kill()
+        shutil.rmtree(self.scratch, ignore_errors=True)
         self.stderr_file.close()
 
 

@@ -284,6 +284,13 @@ def device_key(ctx) -> str:
 
 
 def _trace_path() -> str:
+    """In a worker, its scratch folder (the parent removes it, even after a kill); else a
+    private folder removed at exit."""
+    from ..isolation import SCRATCH_ENV
+
+    scratch = os.environ.get(SCRATCH_ENV)
+    if scratch and os.path.isdir(scratch):
+        return os.path.join(scratch, "mxnet-trace.json")
     folder = tempfile.mkdtemp(prefix="benchcore-mxnet-trace-")
     atexit.register(shutil.rmtree, folder, True)
     return os.path.join(folder, "trace.json")

@@ -30,6 +30,18 @@ def execute(spec, options):
     if action == "slow":
         time.sleep(spec.params.get("seconds", 0.5))
         return {"pid": os.getpid()}
+    if action == "litter":  # a file in the worker's scratch folder, then the worker dies
+        from benchcore.isolation import SCRATCH_ENV
+
+        scratch = os.environ[SCRATCH_ENV]
+        with open(os.path.join(scratch, "left-behind"), "w") as handle:
+            handle.write("x")
+        if spec.params.get("tell"):  # where the parent's test can find it after a kill
+            with open(spec.params["tell"], "w") as handle:
+                handle.write(scratch)
+        if spec.params.get("then") == "sigkill":
+            os.kill(os.getpid(), signal.SIGKILL)
+        return {"scratch": scratch}
     if action == "skip":
         from benchcore.errors import SkipCase
 

@@ -56,6 +56,27 @@ def test_worker_is_reused_across_cases_and_replaced_after_a_crash():
     assert pids[3] not in (None, pids[0])
 
 
+def test_a_worker_leaves_no_files_behind_even_when_killed(tmp_path):
+    """The worker's scratch folder (where MXNet writes its exit-time trace) belongs to the
+    parent: removed after a normal end and after a worker killed outright, where the worker's
+    own clean-up at exit never runs."""
+    told = tmp_path / "scratch-of-the-killed-worker"
+    results = run_cases([case("dies", action="litter", then="sigkill", tell=str(told)),
+                         case("lives", action="litter")], EXECUTOR, timeout_s=10)
+    assert [r.status for r in results] == ["crashed", "ok"]
+    killed, ended = Path(told.read_text()), Path(results[1].metrics["scratch"])
+    assert killed != ended and killed.name.startswith("benchcore-worker-")
+    assert not killed.exists() and not ended.exists()
+
+
+def test_mxnet_writes_its_trace_into_the_worker_scratch(tmp_path, monkeypatch):
+    from benchcore.isolation import SCRATCH_ENV
+    from benchcore.profilers.mxnet import _trace_path
+
+    monkeypatch.setenv(SCRATCH_ENV, str(tmp_path))
+    assert _trace_path() == str(tmp_path / "mxnet-trace.json")
+
+
 def test_stray_stdout_does_not_break_the_protocol():
     results = run_cases([case("p", action="print"), case("q", action="ok")], EXECUTOR, timeout_s=10)
     assert [r.status for r in results] == ["ok", "ok"]
