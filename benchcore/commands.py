@@ -166,8 +166,8 @@ def report_gate(suite: str, gate: dict) -> int:
             listed = ", ".join(text(x) for x in items[:5]) + (f" and {len(items) - 5} more" if len(items) > 5 else "")
             print(f"{suite}: {len(items)} case(s) {what}: {listed}", file=sys.stderr)
     if gate.get("build_wide_slowdown_pct") is not None:
-        print(f"{suite}: the build as a whole is {gate['build_wide_slowdown_pct']:+.1f}% slower than the machine "
-              "reference explains", file=sys.stderr)
+        print(f"{suite}: the build's {gate.get('build_wide_group') or 'sweep'} as a whole is "
+              f"{gate['build_wide_slowdown_pct']:+.1f}% slower than the machine reference explains", file=sys.stderr)
     return 0 if gate["passed"] else 1
 
 

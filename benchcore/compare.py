@@ -189,19 +189,19 @@ class Comparison:
     def build_wide_slowdown(self, fail_above_pct: float) -> Optional[float]:
         """The build's sweep-wide slowdown (the drift the machine does not explain) when it is
         judged slower by more than `fail_above_pct` percent, else None."""
-        d = self.drift
-        if d is None or d.verdict != "slower" or d.build_ratio is None:
-            return None
-        return d.build_ratio if d.build_ratio > 1.0 + fail_above_pct / 100.0 else None
+        group = self.drift.slowest_build_group(fail_above_pct) if self.drift else None
+        return group.build_ratio if group else None
 
     def gate_verdict(self, fail_above_pct: float) -> dict:
         """The --fail-above verdict, as recorded (field `gate`) in the JSON and Markdown views."""
         slower = self.regressions(fail_above_pct)
         build = self.build_wide_slowdown(fail_above_pct)
+        group = self.drift.slowest_build_group(fail_above_pct) if self.drift else None
         return {"fail_above_pct": fail_above_pct, "passed": not slower and not self.broken and build is None,
                 "slower": [{"label": c.label, "slowdown_pct": (c.worst_slowdown - 1) * 100} for c in slower],
                 "broken": [{"label": u["label"], "new_status": u["new_status"]} for u in self.broken],
                 "build_wide_slowdown_pct": None if build is None else (build - 1) * 100,
+                "build_wide_group": group.name if group else None,
                 "only_in_base": len(self.only_in_base)}
 
     def to_dict(self) -> dict:
@@ -220,7 +220,7 @@ class Comparison:
             "only_in_base": self.only_in_base,
             "only_in_new": self.only_in_new,
             "unmeasured": self.unmeasured,
-            "drift": asdict(self.drift) if self.drift else None,
+            "drift": self.drift.to_dict() if self.drift else None,
             "variance_prior": self.prior.to_dict() if self.prior else None,
             "gate": self.gate,
         }
@@ -283,19 +283,20 @@ def compare(base: Report, new: Report, suite: Optional[Suite] = None, threshold:
         if not (b.ok and n.ok):
             result.unmeasured.append(_unmeasured(b, n, labels[key]))
         else:
-            matched.append((b, n, suite.timings(b), suite.timings(n)))
+            matched.append((b, n, suite.timings(b), suite.timings(n), suite.category(b)))
     result.only_in_new = [_brief(n, labels[k]) for k, n in new_cases.items() if k not in base_cases]
-    pairs = drift_model.round_pairs([(bt, nt) for _b, _n, bt, nt in matched])
-    variances = [_log_variance(b, n, interleaved) for b, n in pairs]
+    pairs = drift_model.quantity_pairs([(bt, nt, category) for _b, _n, bt, nt, category in matched])
+    variances = [_log_variance(b, n, interleaved) for _m, _c, b, n in pairs]
     result.prior = VariancePrior.fit(*zip(*variances)) if variances else None
-    result.drift = drift_model.estimate(pairs, reference.of_report(base), reference.of_report(new), interleaved,
+    quantities = [_quantity(m, c, b, n, result.prior, interleaved) for m, c, b, n in pairs]
+    result.drift = drift_model.estimate(quantities, reference.of_report(base), reference.of_report(new), interleaved,
                                         threshold)
     evidence = Evidence(threshold, alpha, result.prior, result.drift, paired=interleaved, pending=[])
     judged = []
-    for b, n, bt, nt in matched:
+    for b, n, bt, nt, category in matched:
         shared = [m for m in METRICS if m in bt and m in nt]
         if shared:
-            judged.append((b, n, [compare_timings(m, bt[m], nt[m], evidence) for m in shared]))
+            judged.append((b, n, [compare_timings(m, bt[m], nt[m], evidence, category) for m in shared]))
         else:
             result.unmeasured.append(dict(_brief_pair(b, n, labels[b.spec.key]),
                                           reason="no timing present in both reports"))
@@ -334,6 +335,23 @@ def _log_variance(base: Measurement, new: Measurement, paired: bool) -> tuple:
         return float((y - x).var(ddof=1)), len(x) - 1
     df = len(x) + len(y) - 2
     return float((((x - x.mean()) ** 2).sum() + ((y - y.mean()) ** 2).sum()) / df), df
+
+
+def _quantity(metric: str, category: str, base: Measurement, new: Measurement, prior: Optional[VariancePrior],
+              paired: bool) -> drift_model.Quantity:
+    """What the drift model reads of one quantity: its change and the test's standard error
+    before anything is divided out."""
+    test = _test_on_rounds(base, new, prior, paired)
+    change = float(np.mean(np.log(new.round_medians)) - np.mean(np.log(base.round_medians)))
+    return drift_model.Quantity(metric, category, change, test.standard_error or 0.0, test.df or 0.0)
+
+
+def _test_on_rounds(base: Measurement, new: Measurement, prior: Optional[VariancePrior], paired: bool,
+                    offset: float = 0.0, offset_variance: float = 0.0):
+    """The paired t-test for rounds that ran side by side, else the two-sample one."""
+    if _pairs(base, new, paired):
+        return paired_t_on_logs(base.round_medians, new.round_medians, prior, offset, offset_variance)
+    return t_on_logs(base.round_medians, new.round_medians, prior, offset, offset_variance)
 
 
 def _pairs(base: Measurement, new: Measurement, paired: bool) -> bool:
@@ -427,13 +445,14 @@ def _pct(ratio: float) -> str:
 # --------------------------------------------------------------------------- verdict rules
 
 
-def compare_timings(metric: str, base: Timing, new: Timing, evidence: Evidence) -> MetricComparison:
-    """The verdict rule for one timed quantity; see the module docstring."""
+def compare_timings(metric: str, base: Timing, new: Timing, evidence: Evidence,
+                    category: str = "all") -> MetricComparison:
+    """The verdict rule for one timed quantity of a case in `category`; see the module docstring."""
     if base.has_samples and new.has_samples:
         bm, nm = base.measurement, new.measurement
         resolution = max(base.resolution_ms, new.resolution_ms)
         if bm.round_count > 1 and nm.round_count > 1:
-            return _compare_rounds(metric, bm, nm, resolution, evidence)
+            return _compare_rounds(metric, category, bm, nm, resolution, evidence)
         return _compare_one_process(metric, bm, nm, resolution, evidence)
     return _compare_summaries(metric, base, new, evidence.threshold)
 
@@ -467,7 +486,7 @@ def _not_measurable(result: MetricComparison, delta_ms: float, resolution_ms: fl
     return True
 
 
-def _compare_rounds(metric: str, bm: Measurement, nm: Measurement, resolution: float,
+def _compare_rounds(metric: str, category: str, bm: Measurement, nm: Measurement, resolution: float,
                     evidence: Evidence) -> MetricComparison:
     """Median of round medians; a t-test on their logarithms, moderated by the variance prior
     and with the machine's drift divided out (a round is one piece of evidence, however many
@@ -479,17 +498,13 @@ def _compare_rounds(metric: str, bm: Measurement, nm: Measurement, resolution: f
         return result
     result.ratio = nm.center / bm.center
     drift = evidence.drift
-    removed = drift is not None and drift.removed_ratio != 1.0
-    if removed:
-        result.ratio_vs_machine = result.ratio / drift.removed_ratio
+    offset, offset_variance = drift.offset(metric, category) if drift is not None else (0.0, 0.0)
+    scatter = drift.between_sweeps if drift is not None else 0.0
+    if offset != 0.0:
+        result.ratio_vs_machine = result.ratio / math.exp(offset)
     if _not_measurable(result, nm.center - bm.center, resolution, evidence.threshold):
         return result
-    if _pairs(bm, nm, evidence.paired):
-        test = paired_t_on_logs(bm.round_medians, nm.round_medians, evidence.prior)
-    else:
-        test = t_on_logs(bm.round_medians, nm.round_medians, evidence.prior,
-                         offset=drift.removed_log if removed else 0.0,
-                         offset_variance=drift.removed_log_variance if removed else 0.0)
+    test = _test_on_rounds(bm, nm, evidence.prior, evidence.paired, offset, offset_variance + scatter ** 2)
     result.p_value, result.test_method = test.p_value, test.method
     result.ratio_low, result.ratio_high = test.ratio_ci95
     result.detectable_ratio = test.detectable_ratio(evidence.alpha)
@@ -497,8 +512,11 @@ def _compare_rounds(metric: str, bm: Measurement, nm: Measurement, resolution: f
              f"between-round spread {_spread_pct(bm)} vs {_spread_pct(nm)}"]
     if evidence.prior is not None:
         parts.append("variance moderated over the comparison's cases")
-    if removed:
-        parts.append(f"machine drift {_pct(drift.removed_ratio)} divided out")
+    if offset != 0.0:
+        group = drift.group_of(metric, category)
+        parts.append(f"machine drift {_pct(math.exp(offset))}" + (f" ({group.name})" if group else "") + " divided out")
+    if scatter > 0:
+        parts.append(f"±{scatter * 100:.1f}% scatter between the sweeps added")
     _judge(result, evidence, "; ".join(parts), "t-test on log round medians")
     return result
 

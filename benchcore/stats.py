@@ -308,20 +308,21 @@ def t_on_logs(base: Sequence[float], new: Sequence[float], prior: Optional["Vari
 
 
 def paired_t_on_logs(base: Sequence[float], new: Sequence[float], prior: Optional["VariancePrior"] = None,
-                     confidence: float = 0.95) -> TestResult:
+                     offset: float = 0.0, offset_variance: float = 0.0, confidence: float = 0.95) -> TestResult:
     """A paired t-test on the log ratios new_k / base_k of rounds that ran side by side.
 
     In an interleaved A/B run round k of both sides ran at the same time, case next to case: the
     machine's speed of that moment, which swings by a fifth between seconds on a shared VM, is
     common to the pair and cancels in its ratio. `prior` moderates the variance of the log ratios
-    as in t_on_logs (fitted to the paired variances of all the comparison's quantities)."""
+    as in t_on_logs (fitted to the paired variances of all the comparison's quantities);
+    `offset` and `offset_variance` as there."""
     d = np.log(new) - np.log(base)
     df = len(d) - 1
     variance = float(((d - d.mean()) ** 2).sum()) / max(df, 1)  # one pair: 0, as in t_on_logs
     if prior is not None:
         variance, df = prior.moderated(variance, df)
-    se = math.sqrt(variance / len(d))
-    return _t_on_log_change(float(d.mean()), se, df, "paired-t-log", prior is not None, confidence)
+    se = math.sqrt(variance / len(d) + offset_variance)
+    return _t_on_log_change(float(d.mean() - offset), se, df, "paired-t-log", prior is not None, confidence)
 
 
 def _t_on_log_change(change: float, se: float, df: float, method: str, moderated: bool,

@@ -64,7 +64,7 @@ def _header(c: Comparison) -> list:
         g = c.gate
         failing = [f"{x['label']} ({x['slowdown_pct']:+.1f}%)" for x in g["slower"]] + \
                   [f"{x['label']} ({x['new_status']})" for x in g["broken"]] + \
-                  ([f"the build as a whole ({g['build_wide_slowdown_pct']:+.1f}%)"]
+                  ([f"the build's {g.get('build_wide_group') or 'sweep'} as a whole ({g['build_wide_slowdown_pct']:+.1f}%)"]
                    if g.get("build_wide_slowdown_pct") is not None else [])
         out += [f"- gate (--fail-above {g['fail_above_pct']:g}%): " + ("**passed**" if g["passed"] else
                 f"**failed** — {', '.join(failing)}")]
@@ -73,19 +73,28 @@ def _header(c: Comparison) -> list:
 
 
 def _drift_section(c: Comparison) -> list:
-    """What all cases shared, and what of it was divided out before each case was judged."""
+    """What each group of quantities shared, and what of it was divided out before each was judged."""
     d = c.drift
     if d is None or (d.cases_ratio is None and d.reference_ratio is None):
         return []
-    rows = [["cases together (median)", _change(d.cases_ratio), f"{d.quantities} quantities"],
-            ["machine reference", _change(d.reference_ratio),
-             "---" if d.reference_low is None else f"{_change(d.reference_low)} to {_change(d.reference_high)}"],
-            ["divided out of every case", _change(d.removed_ratio), d.basis],
-            ["the build as a whole", _change(d.build_ratio), d.verdict or "---"]]
     from tabulate import tabulate
 
-    return ["## Drift", "", d.reason + ".", "",
-            tabulate(rows, ["Shift", "Change", "Evidence"], tablefmt="github", disable_numparse=True), ""]
+    out = ["## Drift", "", d.reason + ".", ""]
+    if d.reference_ratio is not None:
+        out += [f"Machine reference: compute {_change(d.compute_ratio)}, memory {_change(d.memory_ratio)} "
+                f"(together {_change(d.reference_ratio)}, 95% bounds {_change(d.reference_low)} to "
+                f"{_change(d.reference_high)}).", ""]
+    if d.groups:
+        rows = [[g.name, g.quantities, _change(g.cases_ratio), _change(g.removed_ratio), g.basis,
+                 _change(g.build_ratio), g.verdict or "---"] for g in d.groups]
+        out += [tabulate(rows, ["Group", "Quantities", "Shift together (median)", "Divided out", "Basis",
+                                "The build's own", "Verdict"], tablefmt="github", disable_numparse=True), ""]
+    elif d.removed_ratio != 1.0:
+        out += [f"Divided out of every case: {_change(d.removed_ratio)} ({d.basis}).", ""]
+    if d.between_sweeps > 0:
+        out += [f"Scatter between the sweeps beyond the rounds' errors: ±{d.between_sweeps * 100:.1f}% "
+                "(added to every test on rounds).", ""]
+    return out
 
 
 def comparison_markdown(comparison: Comparison, chart_links: str = "") -> str:
@@ -119,7 +128,7 @@ def comparison_markdown(comparison: Comparison, chart_links: str = "") -> str:
             rows.append([case.label, case.category, m.metric, fmt_ms(m.base_ms), fmt_ms(m.new_ms),
                          fmt_ms(m.ratio, ".3f"), _change(m.judged_ratio), fmt_ms(m.p_value, ".3g"), m.verdict,
                          _evidence(m), why.replace("|", "\\|")])
-    drifted = c.drift is not None and c.drift.removed_ratio != 1.0
+    drifted = c.drift is not None and c.drift.removes_anything
     headers = ["Case", "Category", "Metric", "Base (ms)", "New (ms)", "Ratio",
                "Change vs machine" if drifted else "Change", "p", "Verdict", "Evidence", "Why noisy"]
     out += [table(rows, headers) if rows else "No case measured in both reports.", ""]

@@ -591,8 +591,9 @@ def test_a_slower_machine_is_divided_out_when_the_reference_agrees():
     """The A/A pair the issue measured: the second sweep ran 8% slower as a whole, and so did the
     machine reference. Without drift handling nearly every case would be "slower"."""
     result = compare(sweep([1.0] * 40, 1.0, 1.0, seed=1), sweep([1.0] * 40, 1.08, 1.08, seed=2))
-    assert result.drift.basis == "machine" and result.drift.removed_ratio == pytest.approx(1.08, rel=0.02)
-    assert result.drift.verdict == "same"
+    (group,) = result.drift.groups
+    assert result.drift.basis == group.basis == "machine" and group.name == "forward · unary"
+    assert group.removed_ratio == pytest.approx(1.08, rel=0.02) and group.verdict == "same"
     assert sum(v in ("faster", "slower") for v in verdicts(result)) <= 1
     m = result.cases[0].metrics[0]
     assert m.ratio == pytest.approx(1.08, rel=0.04) and m.judged_ratio == pytest.approx(1.0, abs=0.04)
@@ -612,12 +613,16 @@ def test_cases_that_changed_are_found_on_a_drifting_machine():
 def test_a_build_wide_slowdown_the_machine_does_not_explain_is_its_own_verdict():
     """Every case 12% slower, the machine reference unchanged: the build, not the machine."""
     result = compare(sweep([1.0] * 40, 1.0, 1.0, seed=5), sweep([1.0] * 40, 1.12, 1.0, seed=6))
-    d = result.drift
-    assert d.basis == "reference" and d.verdict == "slower" and d.build_ratio == pytest.approx(1.12, rel=0.03)
+    (g,) = result.drift.groups
+    assert result.drift.basis == g.basis == "reference" and g.verdict == "slower"
+    assert g.build_ratio == pytest.approx(1.12, rel=0.03)
     assert all(v == "slower" for v in verdicts(result))  # only the (unchanged) machine was divided out
     gate = result.gate_verdict(10)
     assert not gate["passed"] and gate["build_wide_slowdown_pct"] == pytest.approx(12, abs=3)
-    assert "the build as a whole" in comparison_markdown(result)
+    assert gate["build_wide_group"] == "forward · unary"
+    assert "The build's own" in comparison_markdown(result)
+    result.gate = gate
+    assert "the build's forward · unary as a whole (+1" in comparison_markdown(result)
 
 
 def test_a_reference_too_noisy_to_disagree_lets_the_cases_shift_be_the_machines():
@@ -626,9 +631,9 @@ def test_a_reference_too_noisy_to_disagree_lets_the_cases_shift_be_the_machines(
     divided out, and whether the build changed as a whole stays open."""
     result = compare(sweep([1.0] * 40, 1.0, 1.0, seed=15, reference_noise=0.3),
                      sweep([1.0] * 40, 0.92, 1.0, seed=16, reference_noise=0.3))
-    d = result.drift
-    assert d.basis == "machine" and d.removed_ratio == pytest.approx(0.92, rel=0.02)
-    assert d.verdict == "noisy" and "cannot rule out" in d.reason
+    (g,) = result.drift.groups
+    assert g.basis == "machine" and g.removed_ratio == pytest.approx(0.92, rel=0.02)
+    assert g.verdict == "noisy"  # the build's own change can be neither confirmed nor excluded
     assert sum(v in ("faster", "slower") for v in verdicts(result)) <= 1
     assert result.gate_verdict(10)["passed"]
 
@@ -645,8 +650,9 @@ def test_an_interleaved_ab_pair_keeps_its_common_shift():
     """In `ab` both sides ran in one sitting: a common shift is the build's, never removed."""
     result = compare(sweep([1.0] * 40, 1.0, 1.0, seed=9, env_extra={"ab_side": "base"}),
                      sweep([1.0] * 40, 1.08, 1.08, seed=10, env_extra={"ab_side": "new"}))
-    assert result.drift.basis == "interleaved" and result.drift.removed_ratio == 1.0
-    assert result.drift.verdict == "slower"
+    (g,) = result.drift.groups
+    assert result.drift.basis == g.basis == "interleaved" and not result.drift.removes_anything
+    assert g.verdict == "slower" and g.build_ratio == pytest.approx(1.08, rel=0.02)
     assert sum(v == "slower" for v in verdicts(result)) >= 36
 
 
@@ -886,7 +892,7 @@ def test_the_gate_counts_slowdowns_strictly_above_its_limit():
         assert [c.label for c in result.regressions(99)] == ["exp"]
     new = make_report([rounds_like("exp", [4.0, 4.4, 3.6])])  # exactly twice as slow
     assert compare(base, new).gate_verdict(50) == {"fail_above_pct": 50, "passed": False, "only_in_base": 0,
-                                                   "build_wide_slowdown_pct": None,
+                                                   "build_wide_slowdown_pct": None, "build_wide_group": None,
                                                    "slower": [{"label": "exp", "slowdown_pct": 100.0}], "broken": []}
 
 
@@ -947,7 +953,7 @@ def test_an_interleaved_pair_is_judged_round_by_round():
 
 from benchcore.cluster import environment_groups  # noqa: E402
 from benchcore.compare import Comparison  # noqa: E402
-from benchcore.drift import Drift  # noqa: E402
+from benchcore.drift import Drift, GroupShift  # noqa: E402
 
 
 def rounds_of(name, medians):
@@ -1006,8 +1012,9 @@ def test_without_a_suite_the_reports_own_suites_defaults_judge_the_measurements(
     assert [(c.category, c.verdict) for c in result.cases] == [("all", "slower")]  # no opbench categories
 
 
-def _drift(verdict, build_ratio):
-    return Drift("reference", verdict=verdict, build_ratio=build_ratio)
+def _drift(verdict, build_ratio, *more):
+    groups = [GroupShift("forward · unary", 12, 1.0, 0.0, "reference", verdict=verdict, build_ratio=build_ratio)]
+    return Drift("reference", groups=groups + list(more))
 
 
 def test_a_build_wide_slowdown_fails_the_gate_only_when_judged_slower_and_strictly_above_the_limit():
@@ -1020,6 +1027,11 @@ def test_a_build_wide_slowdown_fails_the_gate_only_when_judged_slower_and_strict
     comparison.drift = _drift("slower", 1.25)
     gate = comparison.gate_verdict(10)
     assert not gate["passed"] and gate["build_wide_slowdown_pct"] == pytest.approx(25.0, rel=1e-12)
+    assert gate["build_wide_group"] == "forward · unary"
+    worse = GroupShift("backward · unary", 12, 1.0, 0.0, "reference", verdict="slower", build_ratio=1.4)
+    comparison.drift = _drift("slower", 1.25, worse)
+    gate = comparison.gate_verdict(10)  # the slowest group is the one named
+    assert gate["build_wide_group"] == "backward · unary" and gate["build_wide_slowdown_pct"] == pytest.approx(40.0)
 
 
 def test_a_comparison_without_drift_or_prior_records_them_as_null():
@@ -1093,16 +1105,17 @@ def test_with_nothing_divided_out_the_ratio_is_judged_as_it_is():
 
 def test_a_divided_out_drift_is_the_tests_offset_with_its_variance():
     result = compare(sweep([1.0] * 40, 1.0, 1.0, seed=1), sweep([1.0] * 40, 1.08, 1.08, seed=2))
-    d = result.drift
-    assert d.removed_ratio != 1.0 and d.removed_log_variance > 0
+    (g,) = result.drift.groups
+    assert g.removed_ratio != 1.0 and g.removed_log_variance > 0
     m = result.cases[0].metrics[0]
     bm = Measurement.from_dict(sweep([1.0] * 40, 1.0, 1.0, seed=1).results[0].metrics["forward"])
     nm = Measurement.from_dict(sweep([1.0] * 40, 1.08, 1.08, seed=2).results[0].metrics["forward"])
-    test = t_on_logs(bm.round_medians, nm.round_medians, result.prior, offset=d.removed_log,
-                     offset_variance=d.removed_log_variance)
+    scatter = result.drift.between_sweeps ** 2
+    test = t_on_logs(bm.round_medians, nm.round_medians, result.prior, offset=g.removed_log,
+                     offset_variance=g.removed_log_variance + scatter)
     assert m.p_value == pytest.approx(test.p_value, rel=1e-9)
     assert (m.ratio_low, m.ratio_high) == pytest.approx(test.ratio_ci95, rel=1e-9)
-    assert m.ratio_vs_machine == pytest.approx(m.ratio / d.removed_ratio, rel=1e-12)
+    assert m.ratio_vs_machine == pytest.approx(m.ratio / g.removed_ratio, rel=1e-12)
 
 
 def test_quantities_judged_together_state_their_q_value_and_their_number():

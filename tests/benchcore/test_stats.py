@@ -204,6 +204,15 @@ def test_paired_t_on_logs_at_the_default_confidence_gives_95_percent_bounds():
     assert paired_t_on_logs(base, new).ratio_ci95 == pytest.approx((math.exp(low), math.exp(high)), rel=1e-9)
 
 
+def test_paired_t_on_logs_tests_against_an_offset_widened_by_its_variance():
+    base, new = [1.0, 1.2, 0.9, 1.1], [1.1, 1.25, 1.0, 1.3]
+    d = np.log(new) - np.log(base)
+    ours = paired_t_on_logs(base, new, offset=0.05, offset_variance=0.01)
+    se = math.sqrt(d.var(ddof=1) / len(d) + 0.01)
+    assert ours.standard_error == pytest.approx(se, rel=1e-12)
+    assert ours.p_value == pytest.approx(2 * student_t.sf(abs(d.mean() - 0.05) / se, len(d) - 1), rel=1e-9)
+
+
 def test_a_moderated_paired_t_shrinks_the_variance_of_the_log_ratios_towards_the_prior():
     base, new = [1.0, 1.2, 0.9, 1.1], [1.1, 1.25, 1.0, 1.3]
     prior = VariancePrior(0.002, 6.0)
