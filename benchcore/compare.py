@@ -45,7 +45,8 @@ from .environment import environment_differences
 from .errors import UsageError
 from .labels import case_labels
 from .report import CaseResult, Report
-from .stats import Measurement, VariancePrior, mann_whitney, paired_t_on_logs, t_on_logs, within_step
+from .stats import (Measurement, VariancePrior, mann_whitney, paired_t_on_logs, percent_change, t_on_logs,
+                    within_step)
 from .suite import Suite
 from .timing import METRICS, Timing
 
@@ -438,10 +439,6 @@ def _beyond(ratio: float, threshold: float) -> int:
     return 1 if change > limit else -1 if change < -limit else 0
 
 
-def _pct(ratio: float) -> str:
-    return f"{(ratio - 1) * 100:+.1f}%"
-
-
 # --------------------------------------------------------------------------- verdict rules
 
 
@@ -473,7 +470,7 @@ def _compare_summaries(metric: str, base: Timing, new: Timing, threshold: float)
         return result
     result.ratio = n / b
     result.verdict = {1: "slower", -1: "faster", 0: "same"}[_beyond(result.ratio, threshold)]
-    result.reason = f"change {_pct(result.ratio)}; no raw samples, so the verdict rests on the threshold alone"
+    result.reason = f"change {percent_change(result.ratio)}; no raw samples, so the verdict rests on the threshold alone"
     return result
 
 
@@ -481,7 +478,7 @@ def _not_measurable(result: MetricComparison, delta_ms: float, resolution_ms: fl
     """A change past the threshold but within CLOCK_STEPS of the clock: noisy, with the reason."""
     if _beyond(result.judged_ratio, threshold) == 0 or not within_step(delta_ms, CLOCK_STEPS * resolution_ms):
         return False
-    result.reason = (f"change {_pct(result.ratio)} is {abs(delta_ms) * 1e3:.3g} µs, within {CLOCK_STEPS} steps of "
+    result.reason = (f"change {percent_change(result.ratio)} is {abs(delta_ms) * 1e3:.3g} µs, within {CLOCK_STEPS} steps of "
                      f"the clock ({resolution_ms * 1e3:g} µs each): not measurable")
     return True
 
@@ -514,7 +511,7 @@ def _compare_rounds(metric: str, category: str, bm: Measurement, nm: Measurement
         parts.append("variance moderated over the comparison's cases")
     if offset != 0.0:
         group = drift.group_of(metric, category)
-        parts.append(f"machine drift {_pct(math.exp(offset))}" + (f" ({group.name})" if group else "") + " divided out")
+        parts.append(f"machine drift {percent_change(math.exp(offset))}" + (f" ({group.name})" if group else "") + " divided out")
     if scatter > 0:
         parts.append(f"±{scatter * 100:.1f}% scatter between the sweeps added")
     _judge(result, evidence, "; ".join(parts), "t-test on log round medians")
@@ -547,7 +544,7 @@ def _compare_one_process(metric: str, bm: Measurement, nm: Measurement, resoluti
     test = mann_whitney(bm.samples_ms, nm.samples_ms)
     result.p_value, result.test_method = test.p_value, test.method
     if result.ratio_low is None and _beyond(result.ratio, threshold) == 0 and not _tight(bm, nm, threshold):
-        result.reason = (f"change {_pct(result.ratio)}, but with fewer than 6 samples a side there is no confidence "
+        result.reason = (f"change {percent_change(result.ratio)}, but with fewer than 6 samples a side there is no confidence "
                          f"interval, and the IQR/median of the samples is not under ±{threshold * 100:g}%")
         return result
     why = (f"{bm.n} vs {nm.n} samples from one process per side, which cannot separate process noise "
@@ -593,13 +590,13 @@ def _decide(result: MetricComparison, threshold: float, alpha: float, evidence: 
     """Set verdict and reason from the judged ratio, its 95% bounds and the test's p-value (its
     q-value, when `adjusted` is (q-value, how many quantities were judged together))."""
     direction = _beyond(result.judged_ratio, threshold)
-    change = _pct(result.judged_ratio)
+    change = percent_change(result.judged_ratio)
     significance = result.p_value if adjusted is None else adjusted[0]
     stated = (f"p={result.p_value:.3g}" if adjusted is None else
               f"p={result.p_value:.3g}, q={adjusted[0]:.3g} over {adjusted[1]} quantities (Benjamini–Hochberg)")
     if direction == 0 and _spans_both_ways(result, threshold):
-        result.reason = (f"change {change}, but the evidence allows anything from {_pct(result.ratio_low)} to "
-                         f"{_pct(result.ratio_high)} ({evidence})")
+        result.reason = (f"change {change}, but the evidence allows anything from {percent_change(result.ratio_low)} to "
+                         f"{percent_change(result.ratio_high)} ({evidence})")
     elif direction == 0:
         result.verdict = "same"
         result.reason = f"change {change} within ±{threshold * 100:g}% ({evidence})"

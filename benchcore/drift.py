@@ -24,7 +24,9 @@ turns into dozens of "slower" verdicts. Three things are estimated from the comp
    number of rounds. As in Efron's empirical null, the unchanged majority of the comparison
    measures it: the extra variance is the one that makes the quantities' residuals around their
    group shift as scattered as their own standard errors claim (median two-sided p-value 1/2);
-   it is added to every round-based test. A comparison whose residuals fit their errors adds 0.
+   it is added to every round-based test, and to the reference's parts (timed like any case,
+   they scatter between sweeps as much) before a group is held against their bracket. A
+   comparison whose residuals fit their errors adds 0.
 
 An interleaved A/B run (`ab`) divides nothing out and adds no scatter: drift hits both sides
 alike, so a group's shift there is the build's own change to it, and round k of each side ran
@@ -42,7 +44,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from . import reference
-from .stats import Measurement
+from .stats import Measurement, percent_change
 from .timing import METRICS
 
 #: fewer quantities than this make a median a poor estimate of a common shift
@@ -166,16 +168,20 @@ def estimate(quantities: Sequence[Quantity], base_reference: Optional[dict], new
     overall = _median_shift([q.change for q in quantities])
     if overall is not None:
         drift.cases_ratio = math.exp(overall[0])
+    members = _assign(quantities, drift)
+    shifts = {name: _median_shift([quantities[i].change for i in indices]) for name, indices in members.items()}
+    if not interleaved:
+        drift.between_sweeps = _between_sweeps(quantities, drift.assignment,
+                                               {name: shift[0] for name, shift in shifts.items()})
     if parts is not None:
+        # the reference is timed like any case: the scatter between the sweeps is in its shift too
+        parts = {part: (log, variance + drift.between_sweeps ** 2) for part, (log, variance) in parts.items()}
         mean = _mean_of_parts(parts)
         drift.reference_ratio, (drift.reference_low, drift.reference_high) = math.exp(mean[0]), _bounds(*mean)
         drift.compute_ratio, drift.memory_ratio = (math.exp(parts[p][0]) for p in reference.PARTS)
-    members = _assign(quantities, drift)
     limit = math.log1p(threshold)
-    for name, indices in members.items():
-        shift = _median_shift([quantities[i].change for i in indices])
-        drift.groups.append(_attribute(name, len(indices), shift, parts, interleaved, limit))
-    drift.between_sweeps = 0.0 if interleaved else _between_sweeps(quantities, drift)
+    drift.groups = [_attribute(name, len(members[name]), shift, parts, interleaved, limit)
+                    for name, shift in shifts.items()]
     if not drift.groups and parts is not None:
         mean = _mean_of_parts(parts)
         drift.basis, drift.removed_ratio, drift.removed_log_variance = "reference", math.exp(mean[0]), mean[1]
@@ -236,7 +242,7 @@ def _nearest_end(log_shift: float, parts: dict) -> Optional[Tuple[float, float]]
     return None
 
 
-def _between_sweeps(quantities: Sequence[Quantity], drift: Drift) -> float:
+def _between_sweeps(quantities: Sequence[Quantity], assignment: Dict[str, str], centers: Dict[str, float]) -> float:
     """τ, the extra standard deviation of an unchanged quantity's log change: 0 when the
     residuals around their group shifts fit their standard errors, else the value at which the
     median of their two-sided p-values (t on each quantity's df) is 1/2.
@@ -248,8 +254,7 @@ def _between_sweeps(quantities: Sequence[Quantity], drift: Drift) -> float:
     from scipy.optimize import brentq
     from scipy.stats import t as student_t
 
-    centers = {g.name: math.log(g.cases_ratio) for g in drift.groups}
-    judged = [(q, centers[drift.assignment[q.key]]) for q in quantities if q.key in drift.assignment]
+    judged = [(q, centers[assignment[q.key]]) for q in quantities if q.key in assignment]
     if len(judged) < MIN_QUANTITIES:
         return 0.0
     r = np.array([abs(q.change - center) for q, center in judged])
@@ -337,10 +342,6 @@ def _bounds(log_value: float, variance: float) -> Tuple[float, float]:
     return math.exp(log_value - half), math.exp(log_value + half)
 
 
-def _pct(ratio: Optional[float]) -> str:
-    return "---" if ratio is None else f"{(ratio - 1) * 100:+.1f}%"
-
-
 def _reason(drift: Drift, count: int) -> str:
     """One sentence on what was divided out and why."""
     scatter = (f"; the sweeps scatter ±{drift.between_sweeps * 100:.1f}% beyond the rounds' errors, added to every "
@@ -350,16 +351,16 @@ def _reason(drift: Drift, count: int) -> str:
     if not drift.groups:
         if drift.basis == "reference":
             return (f"too few quantities ({count} < {MIN_QUANTITIES}) for a common shift: the machine reference's "
-                    f"{_pct(drift.removed_ratio)} is removed from every case")
+                    f"{percent_change(drift.removed_ratio)} is removed from every case")
         return "too few quantities for a common shift and no machine reference: nothing is removed"
     if drift.basis == "none":
         return ("no machine reference in both reports (older reports): a common shift cannot be told from a "
                 "machine difference, and nothing is removed" + scatter)
-    bracket = f"the machine reference moved compute {_pct(drift.compute_ratio)}, memory {_pct(drift.memory_ratio)}"
+    bracket = f"the machine reference moved compute {percent_change(drift.compute_ratio)}, memory {percent_change(drift.memory_ratio)}"
     if drift.basis == "machine":
         return (f"{bracket}; every group's shift lies within what a mix of the two explains (give or take the "
                 f"threshold or the bounds): the machine's, divided out of its group" + scatter)
-    beyond = ", ".join(f"{g.name} {_pct(g.build_ratio)}" for g in drift.groups if g.basis == "reference")
+    beyond = ", ".join(f"{g.name} {percent_change(g.build_ratio)}" for g in drift.groups if g.basis == "reference")
     return (f"{bracket}; beyond what the machine explains: {beyond} (only the reference's nearest part divided out "
             f"there, the rest is the build's)" + scatter)
 

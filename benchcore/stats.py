@@ -49,6 +49,14 @@ def median_confidence_ranks(n: int, confidence: float = 0.95) -> Optional[tuple]
     return None if best is None else (best, n - 1 - best)
 
 
+def percent_change(ratio: Optional[float]) -> str:
+    """A ratio new/base as a signed change, "+4.2%" ("---" for none; never "-0.0%")."""
+    if ratio is None:
+        return "---"
+    value = round((ratio - 1) * 100, 1)
+    return f"{value + 0.0:+.1f}%"  # + 0.0 turns -0.0 into 0.0
+
+
 def within_step(delta: float, step: float) -> bool:
     """`delta` no larger than a clock's `step` (0: no step known): a change a clock that counts
     whole steps cannot see. A relative 1e-6 of slack absorbs float noise (0.004 - 0.003 > 0.001)."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Optional
 
 from .compare import VERDICTS, Comparison, MetricComparison
+from .stats import percent_change
 
 #: what each basis means, for the note under a comparison's header
 BASIS_NOTES = {
@@ -37,10 +38,6 @@ def _env_value(value) -> str:
     if isinstance(value, list):
         return ", ".join(str(v) for v in value) or "(none)"
     return str(value)
-
-
-def _change(ratio: Optional[float]) -> str:
-    return "---" if ratio is None else f"{(ratio - 1) * 100:+.1f}%"
 
 
 def _evidence(m: MetricComparison) -> str:
@@ -81,16 +78,16 @@ def _drift_section(c: Comparison) -> list:
 
     out = ["## Drift", "", d.reason + ".", ""]
     if d.reference_ratio is not None:
-        out += [f"Machine reference: compute {_change(d.compute_ratio)}, memory {_change(d.memory_ratio)} "
-                f"(together {_change(d.reference_ratio)}, 95% bounds {_change(d.reference_low)} to "
-                f"{_change(d.reference_high)}).", ""]
+        out += [f"Machine reference: compute {percent_change(d.compute_ratio)}, memory {percent_change(d.memory_ratio)} "
+                f"(together {percent_change(d.reference_ratio)}, 95% bounds {percent_change(d.reference_low)} to "
+                f"{percent_change(d.reference_high)}).", ""]
     if d.groups:
-        rows = [[g.name, g.quantities, _change(g.cases_ratio), _change(g.removed_ratio), g.basis,
-                 _change(g.build_ratio), g.verdict or "---"] for g in d.groups]
+        rows = [[g.name, g.quantities, percent_change(g.cases_ratio), percent_change(g.removed_ratio), g.basis,
+                 percent_change(g.build_ratio), g.verdict or "---"] for g in d.groups]
         out += [tabulate(rows, ["Group", "Quantities", "Shift together (median)", "Divided out", "Basis",
                                 "The build's own", "Verdict"], tablefmt="github", disable_numparse=True), ""]
     elif d.removed_ratio != 1.0:
-        out += [f"Divided out of every case: {_change(d.removed_ratio)} ({d.basis}).", ""]
+        out += [f"Divided out of every case: {percent_change(d.removed_ratio)} ({d.basis}).", ""]
     if d.between_sweeps > 0:
         out += [f"Scatter between the sweeps beyond the rounds' errors: ±{d.between_sweeps * 100:.1f}% "
                 "(added to every test on rounds).", ""]
@@ -113,8 +110,8 @@ def comparison_markdown(comparison: Comparison, chart_links: str = "") -> str:
         out += [table([[d["key"], _env_value(d["base"]), _env_value(d["new"])] for d in c.env_differences],
                       ["Key", "Base", "New"]), ""]
     out += ["## Summary", ""]
-    rows = [[s.category, s.cases, fmt_ms(s.geomean_ratio), _change(s.geomean_ratio)]
-            + [s.counts[v] for v in VERDICTS] + [_change(s.median_detectable_ratio)] for s in c.summary]
+    rows = [[s.category, s.cases, fmt_ms(s.geomean_ratio), percent_change(s.geomean_ratio)]
+            + [s.counts[v] for v in VERDICTS] + [percent_change(s.median_detectable_ratio)] for s in c.summary]
     out += [table(rows, ["Category", "Cases", "Geomean ratio", "Change", *VERDICTS, "Detectable slowdown"]), ""]
     if any(s.median_detectable_ratio is not None for s in c.summary):
         out += ["*Detectable slowdown*: the median over the category's quantities of the smallest slowdown their "
@@ -126,7 +123,7 @@ def comparison_markdown(comparison: Comparison, chart_links: str = "") -> str:
         for m in case.metrics:
             why = m.reason if m.verdict == "noisy" else ""  # the one verdict that needs its reason here
             rows.append([case.label, case.category, m.metric, fmt_ms(m.base_ms), fmt_ms(m.new_ms),
-                         fmt_ms(m.ratio, ".3f"), _change(m.judged_ratio), fmt_ms(m.p_value, ".3g"), m.verdict,
+                         fmt_ms(m.ratio, ".3f"), percent_change(m.judged_ratio), fmt_ms(m.p_value, ".3g"), m.verdict,
                          _evidence(m), why.replace("|", "\\|")])
     drifted = c.drift is not None and c.drift.removes_anything
     headers = ["Case", "Category", "Metric", "Base (ms)", "New (ms)", "Ratio",

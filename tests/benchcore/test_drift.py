@@ -119,7 +119,7 @@ def test_a_phase_the_build_slowed_beyond_the_machine_is_the_builds_and_fails_the
     assert not gate["passed"] and gate["build_wide_group"] == "backward · unary"
     text = comparison_markdown(result)
     assert "| backward · unary | 30 " in text and "| reference | +13.8%" in text
-    assert "Machine reference: compute -0.0%, memory +1.0%" in text
+    assert "Machine reference: compute +0.0%, memory +1.0%" in text
 
 
 def test_a_shift_just_outside_the_bracket_but_within_the_threshold_is_the_machines():

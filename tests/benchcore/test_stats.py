@@ -388,3 +388,8 @@ def test_variances_that_scatter_no_more_than_sampling_give_an_infinite_df_prior(
 def test_the_prior_records_its_variance_and_a_finite_df_or_none():
     assert VariancePrior(0.02, 7.5).to_dict() == {"variance": 0.02, "df": 7.5}
     assert VariancePrior(0.02, math.inf).to_dict() == {"variance": 0.02, "df": None}
+
+
+def test_a_ratio_reads_as_a_signed_percent_change_and_never_minus_zero():
+    assert [stats.percent_change(r) for r in (1.042, 0.9, 1.0, 0.99999, None)] == [
+        "+4.2%", "-10.0%", "+0.0%", "+0.0%", "---"]
