@@ -165,6 +165,10 @@ def report_gate(suite: str, gate: dict) -> int:
         if items:
             listed = ", ".join(text(x) for x in items[:5]) + (f" and {len(items) - 5} more" if len(items) > 5 else "")
             print(f"{suite}: {len(items)} case(s) {what}: {listed}", file=sys.stderr)
+    if gate["slower"] and gate.get("sequential"):
+        print(f"{suite}: confirm before believing it: time the slower cases again with more --rounds (10) and "
+              "compare that report against the base; between two sequential sweeps a case with two speeds per "
+              "process fails a gate of few rounds by chance (docs/COMPARING.md)", file=sys.stderr)
     if gate.get("build_wide_slowdown_pct") is not None:
         print(f"{suite}: the build's {gate.get('build_wide_group') or 'sweep'} as a whole is "
               f"{gate['build_wide_slowdown_pct']:+.1f}% slower than the machine reference explains", file=sys.stderr)

@@ -203,6 +203,7 @@ class Comparison:
                 "broken": [{"label": u["label"], "new_status": u["new_status"]} for u in self.broken],
                 "build_wide_slowdown_pct": None if build is None else (build - 1) * 100,
                 "build_wide_group": group.name if group else None,
+                "sequential": self.drift is not None and self.drift.basis != "interleaved",
                 "only_in_base": len(self.only_in_base)}
 
     def to_dict(self) -> dict:

@@ -54,9 +54,21 @@ def test_fail_above_gate(pair, capsys):
     assert main(OPBENCH, ["compare", *pair, "--fail-above", "10"]) == 1
     err = capsys.readouterr().err
     assert "1 case(s) slower by more than 10%" in err and "exp" in err
+    assert "confirm before believing it: time the slower cases again with more --rounds" in err
     assert main(OPBENCH, ["compare", *pair, "--fail-above", "30"]) == 0
+    assert "confirm" not in capsys.readouterr().err  # nothing failed, nothing to confirm
     # the gate looks at the slowdown: base against itself passes
     assert main(OPBENCH, ["compare", pair[0], pair[0], "--fail-above", "0"]) == 0
+
+
+def test_an_interleaved_pair_that_fails_the_gate_needs_no_confirmation(tmp_path, capsys):
+    """Both reports from one `ab` run: its rounds ran side by side, the failure stands as it is."""
+    sides = [dict(ENV, ab_side=side) for side in ("base", "new")]
+    base = write(make_report([op_result("exp", samples(1.0, seed=1))], env=sides[0]), tmp_path / "base.json")
+    new = write(make_report([op_result("exp", samples(1.2, seed=3))], env=sides[1]), tmp_path / "new.json")
+    assert main(OPBENCH, ["compare", base, new, "--fail-above", "10"]) == 1
+    err = capsys.readouterr().err
+    assert "1 case(s) slower by more than 10%" in err and "confirm" not in err
 
 
 def test_a_gate_that_compared_nothing_fails(tmp_path, capsys):

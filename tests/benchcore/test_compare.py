@@ -892,7 +892,7 @@ def test_the_gate_counts_slowdowns_strictly_above_its_limit():
         assert [c.label for c in result.regressions(99)] == ["exp"]
     new = make_report([rounds_like("exp", [4.0, 4.4, 3.6])])  # exactly twice as slow
     assert compare(base, new).gate_verdict(50) == {"fail_above_pct": 50, "passed": False, "only_in_base": 0,
-                                                   "build_wide_slowdown_pct": None, "build_wide_group": None,
+                                                   "build_wide_slowdown_pct": None, "build_wide_group": None, "sequential": True,
                                                    "slower": [{"label": "exp", "slowdown_pct": 100.0}], "broken": []}
 
 
