@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Optional
 
 from .compare import VERDICTS, Comparison, MetricComparison
+from .drift import MIN_QUANTITIES
 from .stats import percent_change
 
 #: what each basis means, for the note under a comparison's header
@@ -86,6 +87,9 @@ def _drift_section(c: Comparison) -> list:
                  percent_change(g.build_ratio), g.verdict or "---"] for g in d.groups]
         out += [tabulate(rows, ["Group", "Quantities", "Shift together (median)", "Divided out", "Basis",
                                 "The build's own", "Verdict"], tablefmt="github", disable_numparse=True), ""]
+        if any(" · " not in g.name for g in d.groups):
+            out += [f"A category with fewer than {MIN_QUANTITIES} quantities of a phase is judged by that phase's "
+                    "shift over all its quantities (the group named by the phase alone, or *all*).", ""]
     elif d.removed_ratio != 1.0:
         out += [f"Divided out of every case: {percent_change(d.removed_ratio)} ({d.basis}).", ""]
     if d.between_sweeps > 0:

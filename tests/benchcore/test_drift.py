@@ -94,6 +94,8 @@ def test_a_small_category_borrows_its_phases_shift_and_too_few_in_all_borrow_not
     assert result.drift.assignment == {"forward · unary": "forward · unary", "forward · shape": "forward",
                                        "backward · unary": "backward · unary"}
     assert groups(result)["forward"].quantities == 16
+    assert "A category with fewer than 10 quantities of a phase is judged by that phase's shift" in \
+        comparison_markdown(result)
     assert result.drift.group_of("forward", "shape").name == "forward"
     assert alarms(result) == []
     few = [(f"op{i}", 1.0, None, "unary") for i in range(6)]
@@ -118,6 +120,7 @@ def test_a_phase_the_build_slowed_beyond_the_machine_is_the_builds_and_fails_the
     gate = result.gate_verdict(10)
     assert not gate["passed"] and gate["build_wide_group"] == "backward · unary"
     text = comparison_markdown(result)
+    assert "fewer than 10 quantities" not in text  # every group is a phase × category
     assert "| backward · unary | 30 " in text and "| reference | +13.8%" in text
     assert "Machine reference: compute +0.0%, memory +1.0%" in text
 
