@@ -93,16 +93,16 @@ def test_a_case_that_crashed_in_the_new_run_fails_the_gate(tmp_path, capsys):
 
 
 def test_a_group_the_build_slowed_as_a_whole_fails_the_gate_and_is_named(tmp_path, capsys):
-    """Every backward 15% slower, the machine reference unchanged (tests/benchcore/test_drift.py)."""
+    """Every backward 30% slower, the machine reference unchanged (tests/benchcore/test_drift.py)."""
     from tests.benchcore.test_drift import sweep
 
     cases = [(f"op{i}", 1.0 + i % 3, 2.0 + i % 4, "unary") for i in range(30)]
     base = write(sweep(cases, 9, (1.0, 1.0)), tmp_path / "base.json")
-    new = write(sweep([(n, f, b * 1.15, c) for n, f, b, c in cases], 10, (1.0, 1.01)), tmp_path / "new.json")
+    new = write(sweep([(n, f, b * 1.30, c) for n, f, b, c in cases], 10, (1.0, 1.01)), tmp_path / "new.json")
     assert main(OPBENCH, ["compare", base, new, "--fail-above", "10", "-o", str(tmp_path / "c.md")]) == 1
     err = capsys.readouterr().err
-    assert "opbench: the build's backward · unary as a whole is +13.8% slower than the machine reference explains" in err
-    assert main(OPBENCH, ["compare", base, new, "--fail-above", "20", "-o", str(tmp_path / "d.md")]) == 0
+    assert "opbench: the build's backward · unary as a whole is +28.6% slower than the machine reference explains" in err
+    assert main(OPBENCH, ["compare", base, new, "--fail-above", "40", "-o", str(tmp_path / "d.md")]) == 0
 
 
 def test_the_gate_verdict_is_in_the_markdown(pair, capsys):

@@ -593,7 +593,8 @@ def test_a_slower_machine_is_divided_out_when_the_reference_agrees():
     result = compare(sweep([1.0] * 40, 1.0, 1.0, seed=1), sweep([1.0] * 40, 1.08, 1.08, seed=2))
     (group,) = result.drift.groups
     assert result.drift.basis == group.basis == "machine" and group.name == "forward · unary"
-    assert group.removed_ratio == pytest.approx(1.08, rel=0.02) and group.verdict == "same"
+    assert group.removed_ratio == pytest.approx(1.08, rel=0.02)
+    assert group.verdict == "noisy"  # the reference stands for the cases too loosely to exclude a 5% build change
     assert sum(v in ("faster", "slower") for v in verdicts(result)) <= 1
     m = result.cases[0].metrics[0]
     assert m.ratio == pytest.approx(1.08, rel=0.04) and m.judged_ratio == pytest.approx(1.0, abs=0.04)
@@ -611,18 +612,19 @@ def test_cases_that_changed_are_found_on_a_drifting_machine():
 
 
 def test_a_build_wide_slowdown_the_machine_does_not_explain_is_its_own_verdict():
-    """Every case 12% slower, the machine reference unchanged: the build, not the machine."""
-    result = compare(sweep([1.0] * 40, 1.0, 1.0, seed=5), sweep([1.0] * 40, 1.12, 1.0, seed=6))
+    """Every case 30% slower, the machine reference unchanged: the build, not the machine (a change
+    must stand well beyond the reference's bracket: how well numpy stands for the cases is uncertain)."""
+    result = compare(sweep([1.0] * 40, 1.0, 1.0, seed=5), sweep([1.0] * 40, 1.30, 1.0, seed=6))
     (g,) = result.drift.groups
     assert result.drift.basis == g.basis == "reference" and g.verdict == "slower"
-    assert g.build_ratio == pytest.approx(1.12, rel=0.03)
+    assert g.build_ratio == pytest.approx(1.30, rel=0.03)
     assert all(v == "slower" for v in verdicts(result))  # only the (unchanged) machine was divided out
     gate = result.gate_verdict(10)
-    assert not gate["passed"] and gate["build_wide_slowdown_pct"] == pytest.approx(12, abs=3)
+    assert not gate["passed"] and gate["build_wide_slowdown_pct"] == pytest.approx(30, abs=4)
     assert gate["build_wide_group"] == "forward · unary"
     assert "The build's own" in comparison_markdown(result)
     result.gate = gate
-    assert "the build's forward · unary as a whole (+1" in comparison_markdown(result)
+    assert "the build's forward · unary as a whole (+" in comparison_markdown(result)
 
 
 def test_a_reference_too_noisy_to_disagree_lets_the_cases_shift_be_the_machines():
@@ -660,7 +662,9 @@ def test_few_cases_divide_out_the_reference_alone():
     result = compare(sweep([1.0] * 3, 1.0, 1.0, seed=11), sweep([1.0] * 3, 1.08, 1.08, seed=12))
     assert result.drift.basis == "reference" and "too few quantities" in result.drift.reason
     assert result.drift.removed_ratio == pytest.approx(1.08, rel=0.01)
-    assert all(v == "same" for v in verdicts(result))
+    assert result.drift.removed_log_variance >= REFERENCE_TRANSFER_SD ** 2 / 2  # what numpy tells of the cases
+    assert all(v in ("same", "noisy") for v in verdicts(result))
+    assert all(m.judged_ratio == pytest.approx(1.0, abs=0.03) for c in result.cases for m in c.metrics)
 
 
 def test_the_drift_and_prior_reach_the_json():
@@ -953,7 +957,7 @@ def test_an_interleaved_pair_is_judged_round_by_round():
 
 from benchcore.cluster import environment_groups  # noqa: E402
 from benchcore.compare import Comparison  # noqa: E402
-from benchcore.drift import Drift, GroupShift  # noqa: E402
+from benchcore.drift import REFERENCE_TRANSFER_SD, Drift, GroupShift  # noqa: E402
 
 
 def rounds_of(name, medians):

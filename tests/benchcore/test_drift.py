@@ -105,24 +105,35 @@ def test_a_small_category_borrows_its_phases_shift_and_too_few_in_all_borrow_not
 
 
 def test_a_phase_the_build_slowed_beyond_the_machine_is_the_builds_and_fails_the_gate():
-    """Every backward 15% slower (an autograd change), the machine unchanged: only that group
+    """Every backward 30% slower (an autograd change), the machine unchanged: only that group
     gets a build verdict, the forwards stay quiet, and the gate names the group."""
     base = [(f"op{i}", 1.0 + i % 3, 2.0 + i % 4, "unary") for i in range(30)]
-    new = [(n, f, b * 1.15, c) for n, f, b, c in base]
+    new = [(n, f, b * 1.30, c) for n, f, b, c in base]
     result = compare(sweep(base, 9, (1.0, 1.0)), sweep(new, 10, (1.0, 1.01)))
     g = groups(result)
-    assert g["forward · unary"].basis == "machine" and g["forward · unary"].verdict == "same"
+    assert g["forward · unary"].basis == "machine" and g["forward · unary"].verdict in ("same", "noisy")
     back = g["backward · unary"]
-    assert back.basis == "reference" and back.verdict == "slower" and back.build_ratio == pytest.approx(1.14, rel=0.03)
+    assert back.basis == "reference" and back.verdict == "slower" and back.build_ratio == pytest.approx(1.286, rel=0.03)
     assert back.removed_ratio == pytest.approx(1.01, rel=0.005)  # the bracket's nearest end only
-    assert result.drift.basis == "reference" and "backward · unary +1" in result.drift.reason
+    assert result.drift.basis == "reference" and "backward · unary +28.6%" in result.drift.reason
     assert {m.metric: m.verdict for m in result.cases[0].metrics} == {"forward": "same", "backward": "slower"}
     gate = result.gate_verdict(10)
     assert not gate["passed"] and gate["build_wide_group"] == "backward · unary"
     text = comparison_markdown(result)
     assert "fewer than 10 quantities" not in text  # every group is a phase × category
-    assert "| backward · unary | 30 " in text and "| reference | +13.8%" in text
+    assert "| backward · unary | 30 " in text and "| reference | +28.6%" in text
     assert "Machine reference: compute +0.0%, memory +1.0%" in text
+
+
+def test_a_reference_that_moved_while_the_cases_did_not_makes_no_build_verdict():
+    """An A/A pair measured here: numpy's reference 19% and 22% slower in the second sweep, the
+    framework's cases unchanged. The reference stands for the cases only so well
+    (REFERENCE_TRANSFER_SD): no build-wide verdict, nothing divided out but the cases' own shift."""
+    base = [(f"op{i}", 1.0 + i % 7, 2.0 + i % 5, "unary") for i in range(40)]
+    result = compare(sweep(base, 21, (1.0, 1.0)), sweep(base, 22, (1.19, 1.22)))
+    assert all(g.basis == "machine" and g.verdict == "noisy" for g in result.drift.groups)
+    assert all(g.removed_ratio == pytest.approx(1.0, abs=0.02) for g in result.drift.groups)
+    assert alarms(result) == [] and result.gate_verdict(10)["passed"]
 
 
 def test_a_shift_just_outside_the_bracket_but_within_the_threshold_is_the_machines():
