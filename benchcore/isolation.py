@@ -52,6 +52,8 @@ STARTUP_TIMEOUT_S = 600.0
 READY = {"ready": True}
 #: the environment variable naming a worker's scratch folder (see Worker)
 SCRATCH_ENV = "BENCHCORE_WORKER_SCRATCH"
+#: a scratch folder's name: this prefix, the parent's process id, a dash, a random part
+SCRATCH_PREFIX = "benchcore-worker-"
 
 
 def load_executor(path: str, preload: bool = False) -> Callable[[CaseSpec, dict], dict]:
@@ -123,6 +125,25 @@ def _describe_exit(returncode: Optional[int]) -> str:
     return f"worker exited with status {returncode}"
 
 
+def remove_orphaned_scratch() -> None:
+    """Remove the scratch folders of parents that no longer run (killed outright, or a cluster
+    node's actor that was stopped), so their workers' files do not pile up."""
+    for folder in Path(tempfile.gettempdir()).glob(f"{SCRATCH_PREFIX}*-*"):
+        owner = folder.name[len(SCRATCH_PREFIX):].split("-", 1)[0]
+        if owner.isdigit() and not _running(int(owner)):
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
+
+
 def die_with_parent() -> None:
     """In the forked worker, before exec: Linux sends it SIGKILL when the parent dies, so a
     parent killed outright (SIGKILL, OOM) never leaves a worker computing and skewing whatever
@@ -156,8 +177,10 @@ class Worker:
     def __init__(self, executor: str, env: Optional[Dict[str, str]] = None, python: Optional[str] = None):
         self.stderr_file = tempfile.TemporaryFile(mode="w+b")
         # the worker's files (MXNet's exit-time trace) go here; the parent removes it, so a
-        # worker killed for a timeout or a crash leaves nothing behind in the temporary folder
-        self.scratch = tempfile.mkdtemp(prefix="benchcore-worker-")
+        # worker killed for a timeout or a crash leaves nothing behind in the temporary folder,
+        # and a parent that was killed itself has its folders removed by the next one to start
+        remove_orphaned_scratch()
+        self.scratch = tempfile.mkdtemp(prefix=f"{SCRATCH_PREFIX}{os.getpid()}-")
         env = dict(os.environ if env is None else env, **{SCRATCH_ENV: self.scratch})
         self.process = subprocess.Popen(
             [python or sys.executable, "-m", "benchcore.isolation", executor],

@@ -69,6 +69,28 @@ def test_a_worker_leaves_no_files_behind_even_when_killed(tmp_path):
     assert not killed.exists() and not ended.exists()
 
 
+def test_the_scratch_of_a_parent_that_no_longer_runs_is_removed_by_the_next_worker():
+    """A parent killed outright cannot clean up: the next worker to start removes its folders,
+    and leaves those of parents that still run."""
+    import tempfile
+
+    from benchcore.isolation import SCRATCH_PREFIX
+
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                          text=True).stdout.strip()
+    orphan = Path(tempfile.mkdtemp(prefix=f"{SCRATCH_PREFIX}{dead}-"))
+    (orphan / "mxnet-trace.json").write_text("{}")
+    alive = Path(tempfile.mkdtemp(prefix=f"{SCRATCH_PREFIX}{os.getppid()}-"))
+    try:
+        assert run_cases([case("a", action="ok")], EXECUTOR, timeout_s=10)[0].status == "ok"
+        assert not orphan.exists() and alive.exists()
+    finally:
+        import shutil
+
+        shutil.rmtree(orphan, ignore_errors=True)
+        shutil.rmtree(alive, ignore_errors=True)
+
+
 def test_mxnet_writes_its_trace_into_the_worker_scratch(tmp_path, monkeypatch):
     from benchcore.isolation import SCRATCH_ENV
     from benchcore.profilers.mxnet import _trace_path
