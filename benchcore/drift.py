@@ -55,9 +55,9 @@ MEDIAN_EFFICIENCY = math.sqrt(math.pi / 2)
 #: how far the reference's shift can stand from the unchanged cases' between two sweeps of one
 #: build (standard deviation of log), beyond its own timing error: the reference is numpy code,
 #: the cases are a framework's, and a host can slow one and not the other (vector-unit clocks,
-#: page placement). Measured on this project's VM in seven A/A pairs of sweeps: within 1% of the
-#: bracket five times, 5% and 16% outside it twice (its compute part 18% slower per process while the
-#: cases did not move); set so that 20% lies within two standard deviations. With it, a group
+#: page placement). Measured on this project's VM in seven A/A pairs of sweeps: within 1% of
+#: the bracket five times, 5% and 16% outside it twice (its compute part 18% slower per process
+#: while the cases did not move); set so that 20% lies within two standard deviations. With it, a group
 #: must sit about 20% beyond the bracket to be the build's between sequential sweeps (`ab`,
 #: which needs no reference, sees far less).
 REFERENCE_TRANSFER_SD = 0.10
