@@ -43,6 +43,18 @@ def is_tensor(value: Any) -> bool:
     return isinstance(value, dict) and "shape" in value
 
 
+def leaves(value: Any, leaf_type: type) -> list:
+    """Every `leaf_type` object in a nested value of lists, tuples and dicts, in order: a case's
+    arguments or an operator's outputs, whichever framework's tensors they hold."""
+    if isinstance(value, leaf_type):
+        return [value]
+    if isinstance(value, (list, tuple)):
+        return [leaf for item in value for leaf in leaves(item, leaf_type)]
+    if isinstance(value, dict):
+        return [leaf for item in value.values() for leaf in leaves(item, leaf_type)]
+    return []
+
+
 def fmt_shape(shape: Sequence[int]) -> str:
     """Compact shape label: (1024,1024), (3,), () for a scalar."""
     dims = [str(d) for d in shape]

@@ -58,6 +58,7 @@ from benchcore.stats import Measurement
 from benchcore.timers import PerfCounterTimer
 
 import opbench
+from opbench import inputs
 
 from . import arrays
 from .cases import describe_inputs
@@ -91,13 +92,7 @@ def _nbytes(array) -> int:
 def _arrays(value) -> List[Any]:
     import mxnet as mx
 
-    if isinstance(value, mx.nd.NDArray):
-        return [value]
-    if isinstance(value, (list, tuple)):
-        return [a for item in value for a in _arrays(item)]
-    if isinstance(value, dict):
-        return [a for item in value.values() for a in _arrays(item)]
-    return []
+    return inputs.leaves(value, mx.nd.NDArray)
 
 
 @dataclass
@@ -404,7 +399,7 @@ def audit_case(materialized, workload: Workload, expected: Optional[str] = None)
     gradients; running another would double the audit's cost for the same values)."""
     started = time.perf_counter()
     named = _named_inputs(materialized)
-    inputs = {name: _counts(array) for name, array in named.items()}
+    input_counts = {name: _counts(array) for name, array in named.items()}
     output = workload.forward()
     _sync()
     outputs = {str(index): _counts(array) for index, array in enumerate(_outputs(output))}
@@ -412,7 +407,7 @@ def audit_case(materialized, workload: Workload, expected: Optional[str] = None)
     gradients = {names.get(id(array), f"grad{index}"): _counts(array.grad)
                  for index, array in enumerate(materialized.grad_arrays)
                  if workload.backward is not None and array.grad is not None}
-    block = audit.summarize_tensors({"inputs": inputs, "outputs": outputs, "gradients": gradients}, expected)
+    block = audit.summarize_tensors({"inputs": input_counts, "outputs": outputs, "gradients": gradients}, expected)
     block["elapsed_ms"] = (time.perf_counter() - started) * 1e3
     return block
 

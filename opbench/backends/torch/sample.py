@@ -268,13 +268,7 @@ def tensors_in(value) -> list:
     """Every tensor in a (nested) value: a sample's inputs or an operator's outputs."""
     import torch
 
-    if isinstance(value, torch.Tensor):
-        return [value]
-    if isinstance(value, (list, tuple)):
-        return [t for v in value for t in tensors_in(v)]
-    if isinstance(value, dict):
-        return [t for v in value.values() for t in tensors_in(v)]
-    return []
+    return inputs.leaves(value, torch.Tensor)
 
 
 def descriptors(tree: Any) -> List[dict]:
