@@ -183,6 +183,7 @@ def estimate(quantities: Sequence[Quantity], base_reference: Optional[dict], new
     if not interleaved:
         drift.between_sweeps = _between_sweeps(quantities, drift.assignment,
                                                {name: shift[0] for name, shift in shifts.items()})
+    mean = None
     if parts is not None:
         # the reference is timed like any case (the scatter between the sweeps is in its shift too),
         # and it stands for the cases only so well (REFERENCE_TRANSFER_SD)
@@ -194,8 +195,7 @@ def estimate(quantities: Sequence[Quantity], base_reference: Optional[dict], new
     limit = math.log1p(threshold)
     drift.groups = [_attribute(name, len(members[name]), shift, parts, interleaved, limit)
                     for name, shift in shifts.items()]
-    if not drift.groups and parts is not None:
-        mean = _mean_of_parts(parts)
+    if not drift.groups and mean is not None:
         drift.basis, drift.removed_ratio, drift.removed_log_variance = "reference", math.exp(mean[0]), mean[1]
     elif drift.groups and not interleaved and parts is not None:
         drift.basis = "machine" if all(g.basis == "machine" for g in drift.groups) else "reference"

@@ -136,11 +136,11 @@ def remove_orphaned_scratch() -> None:
 
 def _running(pid: int) -> bool:
     try:
-        os.kill(pid, 0)
+        os.kill(pid, 0)  # PermissionError (another user's process) means it runs too
     except ProcessLookupError:
         return False
-    except PermissionError:  # another user's process
-        return True
+    except PermissionError:
+        pass
     return True
 
 
