@@ -11,11 +11,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Dict, List, Optional, Tuple
 
-from .timing import METRICS, Timing, from_measurement
+from benchcore.report.figures import METRICS, Timing, from_measurement
 
 if TYPE_CHECKING:
-    from .case import CaseSpec
-    from .report import CaseResult, Report
+    from benchcore.measure.case import CaseSpec
+    from benchcore.report.model import CaseResult, Report
 
 
 def measurement_timings(result: "CaseResult") -> Dict[str, Timing]:
@@ -34,7 +34,7 @@ def on_cpu(spec: "CaseSpec") -> bool:
 
 
 def _combine_default(per_round: List[dict]) -> dict:
-    from .rounds import combine_metrics
+    from benchcore.measure.combine import combine_metrics
 
     return combine_metrics(per_round)
 
@@ -52,12 +52,12 @@ class Suite:
     timings: Callable[["CaseResult"], Dict[str, Timing]] = measurement_timings
     #: result → its group in summaries (an operator category, a runner group)
     category: Callable[["CaseResult"], str] = no_category
-    #: per-round metrics → one (benchcore.rounds.combine_metrics with the suite's rules)
+    #: per-round metrics → one (benchcore.execute.rounds.combine_metrics with the suite's rules)
     combine_rounds: Callable[[List[dict]], dict] = _combine_default
-    #: merged Report → the Report as the unsharded run writes it (see benchcore.merge)
+    #: merged Report → the Report as the unsharded run writes it (see benchcore.report.merge)
     finish_merge: Optional[Callable[["Report"], "Report"]] = None
     #: "cases" (slowest cases and categories) or "runners" (one bar pair per runner)
     chart_style: str = "cases"
     #: spec → whether it runs on a GPU: a cluster sweep then claims one GPU per shard
-    #: (benchcore.cluster) instead of a node's CPUs
+    #: (benchcore.execute.cluster.driver) instead of a node's CPUs
     uses_gpu: Callable[["CaseSpec"], bool] = on_cpu

@@ -4,7 +4,7 @@ and PyTorch (`--framework mxnet|torch`, default mxnet; each a backend in opbench
     opbench [--framework F] [opperf flags] [--category C] [--ops NAME|GLOB] [--exclude NAME|GLOB] ...
     opbench [--framework F] --list [--all]
     opbench crossframe ...                (MXNet vs PyTorch on the same work, opbench.crossframe)
-    opbench compare|plot|merge ...        (shared report commands, benchcore.commands)
+    opbench compare|plot|merge ...        (shared report commands, benchcore.cli.commands)
 
 Reports: `-f json` (default), `-f md`, or `-f json,md` for both in one run; with both, `-o`
 names one of them and the other is written next to it with the other suffix
@@ -34,14 +34,28 @@ import time
 from pathlib import Path
 from typing import List, Optional, Sequence
 
-from benchcore import audit
-from benchcore.cli import (ArgumentParser, add_output_arguments, add_run_arguments, add_shard_argument,
-                           apply_threads, check_output_paths, checkpoint_path_for, formats_for, non_negative_int,
-                           output_paths, positive_int, run_main, run_settings_from, write_outputs)
-from benchcore.commands import COMMANDS as REPORT_COMMANDS
+from benchcore.cli.commands import COMMANDS as REPORT_COMMANDS
+from benchcore.cli.options import (
+    ArgumentParser,
+    add_output_arguments,
+    add_run_arguments,
+    add_shard_argument,
+    apply_threads,
+    check_output_paths,
+    checkpoint_path_for,
+    formats_for,
+    non_negative_int,
+    output_paths,
+    positive_int,
+    run_main,
+    run_settings_from,
+    write_outputs,
+)
 from benchcore.errors import UsageError
+from benchcore.measure import audit
 
 from .backends import FRAMEWORKS, backend_for
+from .backends.base import UnknownOperator
 from .backends.base import split as _split
 from .extras import from_results, in_report_order, label_of, operator_of
 from .suite import PROG
@@ -108,7 +122,7 @@ def build_parser(backend, ab: bool = False) -> ArgumentParser:
                       memory_why=f" for --framework {backend.name}")
     audit.add_audit_arguments(parser)
     if ab:
-        from benchcore.ab import add_ab_arguments
+        from benchcore.cli.ab import add_ab_arguments
 
         add_ab_arguments(parser, AB_DEFAULT_DIR)
     return parser
@@ -129,8 +143,8 @@ def framework_of(argv: Sequence[str]) -> str:
 
 
 def build_report(args, plan, job, environment, results, paths):
-    from benchcore.environment import now_iso
-    from benchcore.report import Report
+    from benchcore.execute.environment import now_iso
+    from benchcore.report.model import Report
 
     results = in_report_order(results)
     settings = {
@@ -197,7 +211,7 @@ def summarize(report, skipped, started: float, written: List[Path]) -> None:
 
 def run(argv: List[str]) -> int:
     if argv and argv[0] in REPORT_COMMANDS:
-        from benchcore import commands
+        from benchcore.cli import commands
 
         # reports of either framework share the headline figures and merge rules: the default
         # framework's suite reads them all
@@ -219,16 +233,28 @@ def run(argv: List[str]) -> int:
     args.size_target_given = args.size_target is not None
     apply_threads(args.threads)  # before a framework is imported, so this process and its workers use it
     device = backend.check(args)
-    if ab:
-        return run_ab(backend, args, argv, device)
-    if args.list:
-        return backend.list_operators(args, device)
-    return run_sweep(backend, args, argv, device)
+    try:
+        if ab:
+            return run_ab(backend, args, argv, device)
+        if args.list:
+            return backend.list_operators(args, device)
+        return run_sweep(backend, args, argv, device)
+    except UnknownOperator as exc:
+        raise pointed_elsewhere(exc, framework_of(flags)) from None
+
+
+def pointed_elsewhere(exc: UnknownOperator, framework: str) -> UsageError:
+    """An operator name the chosen backend lacks: the line naming the framework that has it, if
+    another backend knows it (the backends do not import each other), else the backend's own."""
+    for other in FRAMEWORKS:
+        if other != framework and exc.elsewhere and backend_for(other).knows(exc.name):
+            return UsageError(exc.elsewhere(other))
+    return exc
 
 
 def _job(backend, args, device: str, checkpoint, pythons=None):
     """The sweep both `opbench` and `opbench ab` run: (job, plan)."""
-    from benchcore.sweep import SweepJob, rounds_from
+    from benchcore.execute.sweep import SweepJob, rounds_from
 
     settings = run_settings_from(args, args.warmup, args.runs)
     plan = backend.plan(args, device)
@@ -247,12 +273,12 @@ def _environment_extra(backend, args) -> dict:
 
 
 def run_sweep(backend, args, argv: List[str], device: str) -> int:
-    from benchcore import sweep
+    from benchcore.execute import sweep
 
     paths = output_paths(args.output_file, formats_for(args), backend.default_output_stem)
     check_output_paths(paths, args.overwrite)
     if args.plot:
-        from benchcore.plot import prepare_chart_folder
+        from benchcore.views.charts import prepare_chart_folder
 
         prepare_chart_folder(args.plot, PROG, args.overwrite)
     checkpoint = checkpoint_path_for(paths.get("json") or paths["md"])
@@ -269,7 +295,8 @@ def run_sweep(backend, args, argv: List[str], device: str) -> int:
 
 def run_ab(backend, args, argv: List[str], device: str) -> int:
     """`opbench ab`: the same cases under --base-python and --new-python, interleaved."""
-    from benchcore import ab, sweep
+    from benchcore.cli import ab
+    from benchcore.execute import sweep
 
     pythons = ab.plan(args, backend.suite)
     job, plan = _job(backend, args, device, ab.checkpoint_path(args), pythons)

@@ -4,7 +4,7 @@ the same work.
 For every pair of opbench.equivalents (or those --pairs names), the MXNet side is the MXNet
 sweep's own cases at opperf's shapes (opbench.backends.mxnet.cases.generate_cases) and the
 PyTorch side the equivalent call on tensors of the same shapes and kinds of values (the pair's `convert`).
-Both run through the one sweep pipeline (benchcore.sweep.measure: isolated workers, rounds),
+Both run through the one sweep pipeline (benchcore.execute.sweep.measure: isolated workers, rounds),
 MXNet's cases in MXNet workers and torch's in torch workers, with the same engine, warmup,
 runs and threads. The report is an ordinary opbench report holding both sides' results (so
 `opbench compare` matches two crossframe reports case by case), plus `extra.crossframe`: per
@@ -24,11 +24,21 @@ import sys
 import time
 from typing import List, Optional, Sequence, Tuple
 
-from benchcore.case import CaseSpec
-from benchcore.cli import (ArgumentParser, add_output_arguments, add_run_arguments, check_output_paths,
-                           checkpoint_path_for, formats_for, non_negative_int, output_paths, positive_int,
-                           run_settings_from, write_outputs)
+from benchcore.cli.options import (
+    ArgumentParser,
+    add_output_arguments,
+    add_run_arguments,
+    check_output_paths,
+    checkpoint_path_for,
+    formats_for,
+    non_negative_int,
+    output_paths,
+    positive_int,
+    run_settings_from,
+    write_outputs,
+)
 from benchcore.errors import UsageError
+from benchcore.measure.case import CaseSpec
 
 from .backends import backend_for
 from .backends.base import split
@@ -63,8 +73,8 @@ def build_parser() -> ArgumentParser:
 def plan(args) -> Tuple[List[CaseSpec], List[CaseSpec], List[dict]]:
     """(MXNet cases, torch cases, one row per MXNet case: the pair and its torch case's key or
     why there is none)."""
-    from .backends.torch.sample import Scale, describe_sample
     from .backends.mxnet.cases import generate_cases
+    from .backends.torch.sample import Scale, describe_sample
     from .equivalents import pairs
 
     mxnet_specs, torch_specs, rows = [], [], []
@@ -112,8 +122,8 @@ def list_pairs(args) -> int:
 
 
 def run(argv: Sequence[str]) -> int:
-    from benchcore import sweep
-    from benchcore.cli import apply_threads
+    from benchcore.cli.options import apply_threads
+    from benchcore.execute import sweep
 
     try:
         args = build_parser().parse_args(list(argv))
@@ -149,7 +159,7 @@ def run(argv: Sequence[str]) -> int:
 
 
 def _job(args, framework: str, specs, checkpoint):
-    from benchcore.sweep import SweepJob, rounds_from
+    from benchcore.execute.sweep import SweepJob, rounds_from
 
     suite = backend_for(framework).suite
     settings = run_settings_from(args, args.warmup, args.runs)
@@ -163,8 +173,8 @@ def _extra(args, framework: str) -> dict:
 
 
 def build_report(args, measured: dict, rows: List[dict]):
-    from benchcore.environment import now_iso
-    from benchcore.report import Report
+    from benchcore.execute.environment import now_iso
+    from benchcore.report.model import Report
 
     mxnet_job, mxnet_env, mxnet_results = measured["mxnet"]
     _, torch_env, torch_results = measured["torch"]

@@ -1,7 +1,7 @@
 """A report's extras derived from its results: the operators without a measured case, the
 skipped cases, and a merged report's extras rebuilt from every shard's results.
 
-The sweep and the merge of shards (benchcore.merge, through the suites' finish_merge) derive
+The sweep and the merge of shards (benchcore.report.merge, through the suites' finish_merge) derive
 them the same way, for either framework.
 """
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import List
 
-from benchcore.report import Report
+from benchcore.report.model import Report
 
 
 def operator_of(result) -> str:
@@ -53,7 +53,7 @@ def from_results(skipped, results) -> dict:
 
 
 def finish_merged(report):
-    """A merged report as the unsharded run writes it (benchcore.merge's finisher for opbench).
+    """A merged report as the unsharded run writes it (benchcore.report.merge's finisher for opbench).
 
     Results in the run's order, and the extras derived from results rebuilt from all shards'
     results: a shard's "all cases failed" note is wrong once another shard measured the

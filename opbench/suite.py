@@ -5,9 +5,15 @@ from __future__ import annotations
 
 from typing import Callable, Dict, List, Tuple
 
-from benchcore.report import CaseResult
+from benchcore.report.figures import (
+    METRICS,
+    Timing,
+    from_average,
+    from_measurement,
+    from_profiler_phase,
+)
+from benchcore.report.model import CaseResult
 from benchcore.suite import Suite
-from benchcore.timing import METRICS, Timing, from_average, from_measurement, from_profiler_phase
 
 from .extras import finish_merged
 

@@ -1,6 +1,6 @@
 """Views of an opbench Report: opperf's JSON shape and the Markdown report.
 
-The JSON Report (benchcore.report) is the source of truth; everything here is derived from a
+The JSON Report (benchcore.report.model) is the source of truth; everything here is derived from a
 loaded Report, so a report on disk can be re-rendered at any time (`opperf_view(Report.load(p))`).
 
 Markdown columns beyond opperf's, median and IQR of the same quantities as the table's
@@ -14,9 +14,9 @@ from __future__ import annotations
 import json
 from typing import Dict, List, Optional
 
-from benchcore import audit
-from benchcore.report import CaseResult, Report
-from benchcore.stats import Measurement, round_sizes_of
+from benchcore.measure import audit
+from benchcore.measure.measurement import Measurement, round_sizes_of
+from benchcore.report.model import CaseResult, Report
 
 MISSING = "---"
 

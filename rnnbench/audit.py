@@ -1,4 +1,4 @@
-"""The audit of one runner (benchcore.audit): inputs, outputs, final states, parameter gradients.
+"""The audit of one runner (benchcore.measure.audit): inputs, outputs, final states, parameter gradients.
 
 `bench` audits each runner once per worker, untimed, after its timed runs; `test` audits the
 runner it checked. A forward result is what a ModelDef returns: an LSTM's (output, (h, c)),
@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from typing import Any, Dict, Sequence
 
-from benchcore import audit
+from benchcore.measure import audit
 
 
 def _counts(value: Any) -> dict:

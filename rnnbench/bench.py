@@ -2,7 +2,7 @@
 
 The worker side is `execute(spec, options)`: it rebuilds the runner's ModelDef inside the
 runner's fuser/executor contexts, turns it into a benchcore Workload and times it with
-`benchcore.runner.run_workload` — CUDA events on a CUDA device, perf_counter around a sync on
+`benchcore.measure.runner.run_workload` — CUDA events on a CUDA device, perf_counter around a sync on
 the CPU — then audits one more forward and backward (rnnbench.audit; options["audit"] False
 skips it) and records the subnormal flushing in force (options["flush_denormal"] sets it).
 Every time is in milliseconds on every device (fastrnns reported CPU seconds as "ms"), and
@@ -22,13 +22,13 @@ from contextlib import ExitStack, contextmanager, nullcontext
 from dataclasses import dataclass
 from typing import Dict, Iterator, List, Optional, Sequence
 
-from benchcore import audit
-from benchcore.case import CaseSpec
 from benchcore.errors import SkipCase, UsageError
+from benchcore.measure import audit
+from benchcore.measure.case import CaseSpec
 
 SUITE = "rnnbench"
 EXECUTOR = "rnnbench.bench:execute"
-#: Imported by a fresh worker before it takes a case (see benchcore.isolation), so torch's
+#: Imported by a fresh worker before it takes a case (see benchcore.execute.worker), so torch's
 #: import is not billed to the first runner's timeout and wall time.
 WORKER_PRELOAD = ("torch", "rnnbench.runners")
 
@@ -308,14 +308,18 @@ def execute(spec: CaseSpec, options: dict) -> dict:
     `compile_ms` is the one-off compile cost a compile runner reports in its ModelDef info
     (see compile_metrics); `build_ms` is the time the creator took, compile included.
     """
-    from benchcore.environment import torch_flush_state
-    from benchcore.runner import RunSettings, run_workload
-    from benchcore.timers import timer_for
+    import torch
+
+    from benchcore.measure.denormals import flush_state
+    from benchcore.measure.runner import RunSettings, run_workload
+    from benchcore.measure.timers import timer_for
 
     from .audit import audit_workload
 
     _apply_threads(options)
-    denormals = torch_flush_state(bool(options.get("flush_denormal")))
+    denormals = flush_state(bool(options.get("flush_denormal")), lambda: torch.set_flush_denormal(True),
+                            lambda values, factor: (torch.from_numpy(values) * factor).numpy(), "torch",
+                            "torch.set_flush_denormal is not supported on this CPU (it needs SSE3 on x86)")
     settings = RunSettings.from_dict(options.get("settings") or {})
     with prepared(spec) as prep:
         timer = timer_for(prep.workload.device, prep.workload.sync)
@@ -390,7 +394,7 @@ def run_order(specs) -> Dict[str, List[str]]:
 
 
 def finish_merged(report):
-    """A merged report's results in the order the unsharded run lists them (benchcore.merge's
+    """A merged report's results in the order the unsharded run lists them (benchcore.report.merge's
     finisher for rnnbench; shards hold their cases sorted by key): the recorded run order,
     else fastrnns' group order and runner registration order."""
     from .runners import runner_names

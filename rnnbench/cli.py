@@ -16,10 +16,15 @@ import sys
 from pathlib import Path
 from typing import List, Optional, Sequence
 
-from benchcore import audit
-from benchcore import cli as core_cli
-from benchcore.cli import ArgumentParser, non_negative_float, non_negative_int, positive_int
+from benchcore.cli import options as core_cli
+from benchcore.cli.options import (
+    ArgumentParser,
+    non_negative_float,
+    non_negative_int,
+    positive_int,
+)
 from benchcore.errors import UsageError
+from benchcore.measure import audit
 
 from . import bench
 from .suite import SUITE
@@ -109,7 +114,7 @@ def _bench_parser(sub, ab: bool = False) -> None:
     core_cli.add_run_arguments(p, rounds=DEFAULT_ROUNDS, timeout_s=BENCH_TIMEOUT_S)
     audit.add_audit_arguments(p)
     if ab:
-        from benchcore.ab import add_ab_arguments
+        from benchcore.cli.ab import add_ab_arguments
 
         add_ab_arguments(p, AB_DEFAULT_DIR)
 
@@ -132,7 +137,12 @@ def _test_parser(sub) -> None:
 
 
 def _profile_parser(sub) -> None:
-    from .profiling import DEFAULT_OUTPUT_DIR, DEFAULT_PROFILE_RNNS, DEFAULT_WARMUP, PROFILERS
+    from .profiling import (
+        DEFAULT_OUTPUT_DIR,
+        DEFAULT_PROFILE_RNNS,
+        DEFAULT_WARMUP,
+        PROFILERS,
+    )
 
     p = sub.add_parser("profile", help="run runners under nsys, nvprof or torch.profiler (fastrnns profile.py)",
                        description="Profile runners: nsys/nvprof re-run this command under the tool; torch runs in-process.")
@@ -226,7 +236,7 @@ def _render(report, fmt: str, charts: Sequence = ()) -> str:
     """A report for stdout; the Markdown links the charts relative to the working directory."""
     if fmt == "json":
         return report.to_json() + "\n"
-    from benchcore.plot import chart_links_markdown
+    from benchcore.views.charts import chart_links_markdown
 
     links = chart_links_markdown(list(charts), relative_to=Path.cwd()) if charts else ""
     return bench.markdown_report(report) + ("\n" + links + "\n" if links else "")
@@ -241,7 +251,7 @@ def _environment_extra(args) -> dict:
 def bench_environment(args, argv: Sequence[str]) -> dict:
     """The report's environment, collected with the benchmarked device current, so its `gpu`
     entry describes the GPU the figures came from (cuda:1 on a two-GPU host, not GPU 0)."""
-    from benchcore.environment import collect
+    from benchcore.execute.environment import collect
 
     with bench.device_context(args.device):
         return collect(bench.SUITE, [PROG, *argv], frameworks=SUITE.frameworks, extra=_environment_extra(args))
@@ -257,10 +267,11 @@ def _check_bench_args(args) -> None:
 
 def _job(args, checkpoint, pythons=None):
     """The sweep `bench` and `ab` run: (job, every runner before sharding)."""
-    from benchcore.sweep import SweepJob, rounds_from
+    from benchcore.execute.rounds import shard_specs
+    from benchcore.execute.sweep import SweepJob, rounds_from
 
     all_specs = bench.build_specs(args)
-    specs = core_cli.shard_specs(all_specs, core_cli.parse_shard(args.shard))
+    specs = shard_specs(all_specs, core_cli.parse_shard(args.shard))
     if not specs:
         raise UsageError("nothing to run: no runner selected (--group/--rnns/--cnns/--shard); use --group rnns and/or cnns, or --variable-lstms")
     bench.check_runners(sorted({s.name for s in specs}), args.device)
@@ -271,8 +282,8 @@ def _job(args, checkpoint, pythons=None):
 
 
 def _report(args, job, all_specs, environment, results):
-    from benchcore.environment import now_iso
-    from benchcore.report import Report
+    from benchcore.execute.environment import now_iso
+    from benchcore.report.model import Report
 
     return Report(
         suite=bench.SUITE,
@@ -287,7 +298,7 @@ def _report(args, job, all_specs, environment, results):
 
 
 def _bench(args, argv: Sequence[str]) -> int:
-    from benchcore import sweep
+    from benchcore.execute import sweep
 
     _check_bench_args(args)
     if args.resume and not args.output_file:
@@ -296,7 +307,7 @@ def _bench(args, argv: Sequence[str]) -> int:
     targets = _output_targets(args)
     stdout_formats = core_cli.parse_formats(args.output_format) if args.output_format and not targets else ()
     if args.plot:
-        from benchcore.plot import prepare_chart_folder
+        from benchcore.views.charts import prepare_chart_folder
 
         prepare_chart_folder(args.plot, PROG, args.overwrite)
     checkpoint = core_cli.checkpoint_path_for(targets.get("json") or targets["md"]) if targets else None
@@ -323,7 +334,7 @@ def _bench(args, argv: Sequence[str]) -> int:
 
 
 def _report_problems(results) -> None:
-    """Skipped and failed runners, then the audit's summary (benchcore.audit)."""
+    """Skipped and failed runners, then the audit's summary (benchcore.measure.audit)."""
     for result in results:
         if result.status == "skipped":
             _err(f"{PROG}: {result.spec.name} skipped: {result.error}")
@@ -334,7 +345,8 @@ def _report_problems(results) -> None:
 
 def _ab(args, argv: Sequence[str]) -> int:
     """`rnnbench ab`: the same runners under --base-python and --new-python, interleaved."""
-    from benchcore import ab, sweep
+    from benchcore.cli import ab
+    from benchcore.execute import sweep
 
     _check_bench_args(args)
     pythons = ab.plan(args, SUITE)
@@ -401,8 +413,9 @@ def _profile(args, argv: Sequence[str]) -> int:
 
 def _run_profiler(args, specs, runners: List[str], sizes: dict) -> int:
     """The inner run under nsys/nvprof, torch mode, or the outer nsys/nvprof run."""
+    from benchcore.execute.external import ExternalToolError
+
     from . import profiling
-    from benchcore.profilers.external import ExternalToolError
 
     if args.internal_run:
         for run in profiling.internal_run(specs, nloops=args.nloops, sleep_s=args.sleep_between_seconds, warmup=args.warmup):
@@ -448,7 +461,8 @@ def _split_runner_lists(args) -> None:
 
 
 def _main(argv: List[str]) -> int:
-    from benchcore.commands import COMMANDS, main as shared_main
+    from benchcore.cli.commands import COMMANDS
+    from benchcore.cli.commands import main as shared_main
 
     if argv and argv[0] in COMMANDS:
         return shared_main(SUITE, argv)

@@ -39,7 +39,7 @@ import torch.nn.functional as F
 from tabulate import tabulate
 
 from benchcore.errors import UsageError, error_summary
-from benchcore.audit import findings
+from benchcore.measure.audit import findings
 from rnnbench import factory
 from rnnbench.audit import audit_model
 from rnnbench.runners import Runner, get_runners, ieee_float32, lstm_runner_names

@@ -26,8 +26,8 @@ from typing import Any, Callable, List, Optional, Sequence
 
 import torch
 
-from benchcore.case import Workload
 from benchcore.errors import UsageError, error_summary
+from benchcore.measure.case import Workload
 from rnnbench import cells
 
 VARLEN_LENGTHS = (30, 100)  # fastrnns' variable-length range: lengths drawn from [30, 100)

@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 from benchcore.errors import UsageError, error_summary
-from benchcore.profilers import external
-from benchcore.report import ensure_folder
+from benchcore.execute import external
+from benchcore.report.model import ensure_folder
 
 from .bench import SIZE_DEFAULTS, SIZE_LETTERS, build, prepared, runner_contexts
 
@@ -222,8 +222,8 @@ def torch_profile(specs, output_dir: Path, sizes: Dict[str, int], nloops: int = 
     import torch
     from torch.profiler import ProfilerActivity, profile
 
-    from benchcore.profilers.torch import markdown_table, parse_key_averages
-    from benchcore.report import write_text_atomic
+    from benchcore.report.model import write_text_atomic
+    from rnnbench.profiler_table import markdown_table, parse_key_averages
 
     folder = prepare_output_dir(output_dir)
     base = str(output_base(folder, [s.name for s in specs], sizes, now))

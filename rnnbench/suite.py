@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import List
 
-from benchcore import audit
-from benchcore.report import CaseResult
-from benchcore.rounds import combine_metrics, median
+from benchcore.measure import audit
+from benchcore.measure.combine import combine_metrics, median
+from benchcore.report.model import CaseResult
 from benchcore.suite import Suite
 
 SUITE_NAME = "rnnbench"
@@ -21,7 +21,7 @@ def category(result: CaseResult) -> str:
 
 
 def combine_rounds(per_round: List[dict]) -> dict:
-    """Rounds by ROUND_RULES; the audit by its own rule (benchcore.audit.combine)."""
+    """Rounds by ROUND_RULES; the audit by its own rule (benchcore.measure.audit.combine)."""
     return audit.combine_with_audit(per_round, lambda rest: combine_metrics(rest, ROUND_RULES))
 
 

@@ -23,9 +23,9 @@ import tempfile
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from ..errors import UsageError
-from .detect import Change, Series
-from .store import CaseRow, History, Point, Run
+from benchcore.errors import UsageError
+from benchcore.history.detect import Change, Series
+from benchcore.history.store import CaseRow, History, Point, Run
 
 MARKER = ".benchcore-history-site"
 PLOTLY_JS = "plotly.min.js"

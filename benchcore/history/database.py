@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator, List, Sequence, Tuple
 
-from ..errors import UsageError
+from benchcore.errors import UsageError
 
 #: seconds a PostgreSQL connection attempt may take, unless the URL sets connect_timeout itself
 CONNECT_TIMEOUT_S = 5

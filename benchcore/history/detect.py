@@ -31,8 +31,8 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from ..stats import within_step
-from .store import History, Point, Run
+from benchcore.history.store import History, Point, Run
+from benchcore.measure.measurement import within_step
 
 #: what one more level costs, in squared noise units (4 noise units for a single run)
 PENALTY = 16.0

@@ -1,7 +1,7 @@
 """Fingerprint: the environment a report's figures belong to, as a short stable id.
 
 Two reports' figures form one time series only when they were taken under the same conditions:
-the keys `compare` checks before judging two reports (benchcore.environment.timing_identity:
+the keys `compare` checks before judging two reports (benchcore.report.identity.timing_identity:
 interpreter and framework versions, CPU and GPU model, core count, thread settings, the timer
 and profiler). Their hash keeps a report from another machine type or build apart from the
 nightly series it would otherwise seem to break. Host names, times, commits and paths are not
@@ -15,8 +15,8 @@ import json
 from dataclasses import dataclass
 from typing import Dict
 
-from ..environment import timing_identity
-from ..report import Report
+from benchcore.report.identity import timing_identity
+from benchcore.report.model import Report
 
 #: what the summary shows, in order: (flattened key, how to show its value)
 SUMMARY_KEYS = (

@@ -19,9 +19,9 @@ from __future__ import annotations
 
 from typing import Dict, Tuple
 
-from ..environment import now_iso
-from ..errors import UsageError
-from .database import Database
+from benchcore.errors import UsageError
+from benchcore.execute.environment import now_iso
+from benchcore.history.database import Database
 
 #: version → the statements that bring a store from the version before to it
 MIGRATIONS: Dict[int, Tuple[str, ...]] = {

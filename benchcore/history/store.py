@@ -18,14 +18,14 @@ import json
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Tuple
 
-from ..environment import now_iso
-from ..errors import UsageError
-from ..labels import case_labels
-from ..report import CaseResult, Report
-from ..suite import Suite
-from .database import Conflict, Database
-from .fingerprint import Fingerprint, fingerprint
-from .schema import migrate
+from benchcore.errors import UsageError
+from benchcore.execute.environment import now_iso
+from benchcore.history.database import Conflict, Database
+from benchcore.history.fingerprint import Fingerprint, fingerprint
+from benchcore.history.schema import migrate
+from benchcore.report.labels import case_labels
+from benchcore.report.model import CaseResult, Report
+from benchcore.suite import Suite
 
 
 @dataclass(frozen=True)

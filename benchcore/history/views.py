@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from typing import Dict, List, Sequence
 
-from .detect import Change
-from .store import History
+from benchcore.history.detect import Change
+from benchcore.history.store import History
 
 
 def change_dict(change: Change, history: History) -> dict:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from benchcore.case import CaseSpec
+from benchcore.measure.case import CaseSpec
 from rnnbench import bench
 
 SIZE_NAMES = tuple(bench.SIZE_DEFAULTS)
@@ -74,8 +74,8 @@ def _warm_up(workload, device: str, iterations: int) -> None:
     the first rounds of a TorchScript runner (profiling runs, then optimisation: tens of ms
     where the steady state takes well under one) would land in its mean.
     """
-    from benchcore.runner import RunSettings, run_workload
-    from benchcore.timers import timer_for
+    from benchcore.measure.runner import RunSettings, run_workload
+    from benchcore.measure.timers import timer_for
 
     if iterations < 0:
         raise pytest.UsageError(f"--rnnbench-warmup must be >= 0, got {iterations}")

@@ -6,7 +6,7 @@ framework; a backend supplies the rest:
 - its flags' meaning: `check(args)` validates what the user asked (device or context, dtype,
   its own flags) and returns the normalised device the cases run on;
 - its operators: `scan(args, device)` → OperatorInfo rows (every operator it knows, with why
-  one is left out), `categories`, and `knows(name)` for the other framework's hints;
+  one is left out), `categories`, and `knows(name)` for the other framework's hints (UnknownOperator);
 - case planning: `plan(args, device)` → a Plan (CaseSpecs, the operators without a case and
   why, what the worker needs, what the report records);
 - measuring: `suite` (benchcore.suite.Suite: the worker's executor "package.module:function",
@@ -20,10 +20,22 @@ executor) and opbench.backends.torch (OpInfo discovery, scaling, its executor).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Protocol, Sequence, Tuple
+from typing import Callable, Dict, List, Optional, Protocol, Sequence, Tuple
 
-from benchcore.case import CaseSpec
+from benchcore.errors import UsageError
+from benchcore.measure.case import CaseSpec
 from benchcore.suite import Suite
+
+
+class UnknownOperator(UsageError):
+    """A name a backend does not know. A backend does not import the other one; opbench's CLI asks
+    the other backends (`knows`) and, where one knows the name, says so with `elsewhere`."""
+
+    def __init__(self, message: str, name: str, elsewhere: Optional[Callable[[str], str]] = None):
+        super().__init__(message)
+        self.name = name
+        #: framework that knows the name → the line to show instead; None: no hint to give
+        self.elsewhere = elsewhere
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """Executor for the Ray tests: a case may kill the Ray actor running its shard, as a lost node does.
 
-The process chain on a node is Ray actor → shard subprocess (benchcore.node) → isolated worker
+The process chain on a node is Ray actor → shard subprocess (benchcore.execute.cluster.node) → isolated worker
 (this executor): killing the worker's grandparent is what Ray sees when a node or its worker
 dies mid-shard.
 """

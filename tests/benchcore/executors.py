@@ -31,7 +31,7 @@ def execute(spec, options):
         time.sleep(spec.params.get("seconds", 0.5))
         return {"pid": os.getpid()}
     if action == "litter":  # a file in the worker's scratch folder, then the worker dies
-        from benchcore.isolation import SCRATCH_ENV
+        from benchcore.execute.worker import SCRATCH_ENV
 
         scratch = os.environ[SCRATCH_ENV]
         with open(os.path.join(scratch, "left-behind"), "w") as handle:

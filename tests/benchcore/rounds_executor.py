@@ -4,8 +4,8 @@ worker's pid and interpreter, so tests can see which process timed which round."
 import os
 import sys
 
-from benchcore.runner import RunSettings
-from benchcore.stats import Measurement
+from benchcore.measure.measurement import Measurement
+from benchcore.measure.runner import RunSettings
 
 
 def execute(spec, options):

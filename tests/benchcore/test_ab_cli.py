@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from benchcore.report import Report
+from benchcore.report.model import Report
 
 ROOT = Path(__file__).resolve().parents[2]
 OPBENCH_FAST = ["--ops", "broadcast_add", "--tiny", "-w", "1", "-r", "4", "--rounds", "2"]

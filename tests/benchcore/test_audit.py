@@ -1,10 +1,11 @@
-"""benchcore.audit: counts of NaN, ±Inf and subnormal values planted in real arrays, per dtype;
-the flag rules, rounds, views; FTZ/DAZ reading and setting (benchcore.environment)."""
+"""benchcore.measure.audit: counts of NaN, ±Inf and subnormal values planted in real arrays, per dtype;
+the flag rules, rounds, views; FTZ/DAZ reading and setting (benchcore.measure.denormals)."""
 
 import numpy as np
 import pytest
 
-from benchcore import audit, environment
+from benchcore.measure import audit, denormals
+from benchcore.report import identity
 
 SMALLEST_NORMAL = {"float16": 2.0 ** -14, "float32": 2.0 ** -126, "float64": 2.0 ** -1022}
 
@@ -127,22 +128,22 @@ def test_flush_text_tells_all_none_and_some_threads():
     assert audit.flush_notable([state(0.5, 0.0)]) and audit.flush_text([None]) is None
 
 
-@pytest.mark.skipif(environment.read_mxcsr() is None, reason="MXCSR is read through glibc on x86-64 Linux only")
+@pytest.mark.skipif(denormals.read_mxcsr() is None, reason="MXCSR is read through glibc on x86-64 Linux only")
 def test_flush_denormal_sets_and_clears_ftz_and_daz_on_this_thread():
     multiply = lambda values, factor: values * np.float32(factor)  # noqa: E731
-    before = environment.thread_flush_state()
+    before = denormals.thread_flush_state()
     try:
-        assert environment.set_flush_denormal(True)
-        state = environment.thread_flush_state()
+        assert denormals.set_flush_denormal(True)
+        state = denormals.thread_flush_state()
         assert state["ftz"] and state["daz"] and int(state["mxcsr"], 16) & 0x8040 == 0x8040
-        assert environment.flush_probe(multiply) == {"ftz": 1.0, "daz": 1.0}
+        assert denormals.flush_probe(multiply) == {"ftz": 1.0, "daz": 1.0}
         counts = audit.count(_subnormals("float32", 5))
         assert counts["subnormal"] == 5  # the audit reads bits: DAZ does not hide subnormals from it
     finally:
-        environment.set_flush_denormal(before["ftz"])
-    assert environment.set_flush_denormal(False)
-    assert not environment.thread_flush_state()["ftz"]
-    assert environment.flush_probe(multiply) == {"ftz": 0.0, "daz": 0.0}
+        denormals.set_flush_denormal(before["ftz"])
+    assert denormals.set_flush_denormal(False)
+    assert not denormals.thread_flush_state()["ftz"]
+    assert denormals.flush_probe(multiply) == {"ftz": 0.0, "daz": 0.0}
 
 
 def test_chunked_counting_matches_one_pass(monkeypatch):
@@ -157,4 +158,4 @@ def test_chunked_counting_matches_one_pass(monkeypatch):
 
 
 def test_flushing_is_a_timing_relevant_setting_for_compare():
-    assert environment.timing_relevant("flush_denormal")
+    assert identity.timing_relevant("flush_denormal")

@@ -2,7 +2,12 @@ from pathlib import Path
 
 import pytest
 
-from benchcore.cli import ArgumentParser, add_run_arguments, run_main, run_settings_from
+from benchcore.cli.options import (
+    ArgumentParser,
+    add_run_arguments,
+    run_main,
+    run_settings_from,
+)
 from benchcore.errors import UsageError
 
 
@@ -60,8 +65,9 @@ def test_adaptive_defaults_apply_when_only_the_target_is_given():
 
 
 def test_shards_partition_any_case_list():
-    from benchcore.case import CaseSpec
-    from benchcore.cli import parse_shard, shard_specs
+    from benchcore.cli.options import parse_shard
+    from benchcore.execute.rounds import shard_specs
+    from benchcore.measure.case import CaseSpec
 
     specs = [CaseSpec("s", f"c{i}", {"i": i}) for i in range(10)]
     parts = [shard_specs(list(reversed(specs)), parse_shard(f"{k}/3")) for k in (1, 2, 3)]
@@ -73,7 +79,7 @@ def test_shards_partition_any_case_list():
 def test_output_paths_share_one_stem(tmp_path):
     from types import SimpleNamespace
 
-    from benchcore.cli import check_output_paths, formats_for, output_paths
+    from benchcore.cli.options import check_output_paths, formats_for, output_paths
 
     assert output_paths(str(tmp_path / "r.json"), ("json", "md"), "x") == {"json": tmp_path / "r.json", "md": tmp_path / "r.md"}
     assert output_paths(None, ("md",), "mxnet_operator_benchmarks") == {"md": __import__("pathlib").Path("mxnet_operator_benchmarks.md")}
@@ -86,7 +92,7 @@ def test_output_paths_share_one_stem(tmp_path):
 
 
 def test_a_format_that_contradicts_the_file_suffix_is_refused():
-    from benchcore.cli import output_paths
+    from benchcore.cli.options import output_paths
 
     with pytest.raises(UsageError, match=r"-o y.json names a .json file but the format is md; name it y.md or use -f json"):
         output_paths("y.json", ("md",), "stem")

@@ -25,19 +25,25 @@ from typing import List
 
 import pytest
 
-from benchcore import sweep
-from benchcore.case import CaseSpec
-from benchcore.cli import ArgumentParser, add_run_arguments, add_shard_argument
-from benchcore.cluster import (SLOT_RESOURCE, cut_shards, eligible_nodes, environment_groups, mismatch_message,
-                               parse_address)
-from benchcore.compare import compare
+from benchcore.cli.options import ArgumentParser, add_run_arguments, add_shard_argument
+from benchcore.compare.verdicts import compare
 from benchcore.errors import UsageError
-from benchcore.isolation import Slot
-from benchcore.report import CaseResult, Report
-from benchcore.rounds import RoundPlan
-from benchcore.runner import RunSettings
+from benchcore.execute import sweep
+from benchcore.execute.checkpoint import Slot
+from benchcore.execute.cluster.driver import (
+    SLOT_RESOURCE,
+    cut_shards,
+    eligible_nodes,
+    environment_groups,
+    mismatch_message,
+    parse_address,
+)
+from benchcore.execute.rounds import RoundPlan
+from benchcore.execute.sweep import SweepJob
+from benchcore.measure.case import CaseSpec
+from benchcore.measure.runner import RunSettings
+from benchcore.report.model import CaseResult, Report
 from benchcore.suite import Suite
-from benchcore.sweep import SweepJob
 
 ROOT = Path(__file__).resolve().parents[2]
 RAY_ENV = {"RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0"}
@@ -198,7 +204,7 @@ def test_nodes_are_grouped_by_environment_and_a_mismatch_names_what_differs():
 
 
 def test_a_case_names_its_node_or_each_round_names_its_own():
-    from benchcore.rounds import combine_case
+    from benchcore.execute.rounds import combine_case
 
     spec = CaseSpec("t", "x")
     ran = lambda *nodes: [(Slot(spec, k + 1), CaseResult(spec, "ok", {"v": 1}, node=n), 0)  # noqa: E731
@@ -209,7 +215,7 @@ def test_a_case_names_its_node_or_each_round_names_its_own():
 
 
 def test_a_killed_shards_folder_is_removed_by_the_next_shard_on_the_node(tmp_path, monkeypatch):
-    from benchcore.node import SHARD_FOLDER_PREFIX, remove_orphans
+    from benchcore.execute.cluster.node import SHARD_FOLDER_PREFIX, remove_orphans
 
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)

@@ -1,4 +1,4 @@
-"""The compare / plot / merge commands through benchcore.commands.main: exit codes (the CI
+"""The compare / plot / merge commands through benchcore.cli.commands.main: exit codes (the CI
 gate), output to stdout or files, and one-line errors for bad input."""
 
 import json
@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from benchcore.commands import main
-from benchcore.stats import Measurement
+from benchcore.cli.commands import main
+from benchcore.measure.measurement import Measurement
 from opbench.backends.mxnet.suite import SUITE as OPBENCH
 from rnnbench.suite import SUITE as RNNBENCH
 from tests.benchcore.test_compare import ENV, make_report, op_result, samples

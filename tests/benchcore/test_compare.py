@@ -9,15 +9,28 @@ import numpy as np
 import pytest
 from scipy.stats import mannwhitneyu, ttest_ind
 
-from benchcore.case import CaseSpec
-from benchcore.compare import Evidence, compare as _compare, compare_timings, geometric_mean
-from benchcore.environment import environment_differences
+from benchcore.compare.tests import (
+    VariancePrior,
+    mann_whitney,
+    paired_t_on_logs,
+    t_on_logs,
+)
+from benchcore.compare.verdicts import Evidence, compare_timings, geometric_mean
+from benchcore.compare.verdicts import compare as _compare
 from benchcore.errors import UsageError
-from benchcore.report import CaseResult, Report
-from benchcore.stats import Measurement, VariancePrior, mann_whitney, paired_t_on_logs, t_on_logs
+from benchcore.measure.case import CaseSpec
+from benchcore.measure.measurement import Measurement
+from benchcore.report.figures import (
+    Timing,
+    from_average,
+    from_measurement,
+    from_profiler_phase,
+    sampled,
+)
+from benchcore.report.identity import environment_differences
+from benchcore.report.model import CaseResult, Report
 from benchcore.suite import Suite
-from benchcore.timing import Timing, from_average, from_measurement, from_profiler_phase, sampled
-from benchcore.views import comparison_markdown
+from benchcore.views.markdown import comparison_markdown
 
 
 def opbench_like_timings(result):
@@ -561,7 +574,7 @@ def test_one_side_without_rounds_is_judged_on_one_process_and_says_so():
 
 
 def reference_block(scale, seed, rounds=3, noise=0.0):
-    """A report's machine reference (benchcore.reference) whose rounds ran `scale` times slower,
+    """A report's machine reference (benchcore.measure.reference) whose rounds ran `scale` times slower,
     each round's level scattered by `noise` (the machine's speed from one moment to the next)."""
     rng = np.random.default_rng(seed)
     parts = {part: Measurement.from_rounds([list(scale * base * math.exp(noise * rng.standard_normal())
@@ -955,9 +968,9 @@ def test_an_interleaved_pair_is_judged_round_by_round():
 
 # --------------------------------------------------------------------------- pinned by mutation testing (2)
 
-from benchcore.cluster import environment_groups  # noqa: E402
-from benchcore.compare import Comparison  # noqa: E402
-from benchcore.drift import REFERENCE_TRANSFER_SD, Drift, GroupShift  # noqa: E402
+from benchcore.compare.drift import REFERENCE_TRANSFER_SD, Drift, GroupShift  # noqa: E402
+from benchcore.compare.verdicts import Comparison  # noqa: E402
+from benchcore.execute.cluster.driver import environment_groups  # noqa: E402
 
 
 def rounds_of(name, medians):

@@ -6,8 +6,9 @@ import math
 import numpy as np
 import pytest
 
-from benchcore.stats import Measurement, t_on_logs
-from benchcore.views import comparison_markdown
+from benchcore.compare.tests import t_on_logs
+from benchcore.measure.measurement import Measurement
+from benchcore.views.markdown import comparison_markdown
 from tests.benchcore.test_compare import ENV, compare, make_report, op_result
 
 ROUNDS = 5

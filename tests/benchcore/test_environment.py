@@ -8,7 +8,7 @@ import mxnet
 import numpy
 import torch
 
-from benchcore import environment
+from benchcore.execute import environment
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -54,8 +54,8 @@ def test_frameworks_are_only_imported_when_asked_for():
 
 def test_threads_option_reaches_the_environment_before_frameworks_import():
     code = (
-        "from benchcore.cli import apply_threads; apply_threads(1);"
-        "import torch, json; from benchcore import environment;"
+        "from benchcore.cli.options import apply_threads; apply_threads(1);"
+        "import torch, json; from benchcore.execute import environment;"
         "print(json.dumps(environment.collect('x', frameworks=('torch',))))"
     )
     clean = {k: v for k, v in os.environ.items() if k not in environment.THREAD_VARIABLES}
@@ -80,7 +80,7 @@ def test_report_records_start_before_and_finish_after_the_run(tmp_path):
 
 
 def test_a_machine_whose_speed_swings_is_warned_about_with_what_to_do():
-    from benchcore.system import SystemState, measure_speed
+    from benchcore.execute.system import SystemState, measure_speed
 
     speed = measure_speed(seconds=0.3, window_s=0.05)
     assert speed["windows"] >= 3 and speed["compute_swing"] >= 0 and speed["memory_swing"] >= 0

@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from benchcore.case import CaseSpec
 from benchcore.errors import UsageError
-from benchcore.isolation import Checkpoint, run_cases
+from benchcore.execute.checkpoint import Checkpoint
+from benchcore.execute.worker import run_cases
+from benchcore.measure.case import CaseSpec
 
 EXECUTOR = "tests.benchcore.executors:execute"
 ROOT = Path(__file__).resolve().parents[2]
@@ -74,7 +75,7 @@ def test_the_scratch_of_a_parent_that_no_longer_runs_is_removed_by_the_next_work
     and leaves those of parents that still run."""
     import tempfile
 
-    from benchcore.isolation import SCRATCH_PREFIX
+    from benchcore.execute.worker import SCRATCH_PREFIX
 
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
                           text=True).stdout.strip()
@@ -92,8 +93,8 @@ def test_the_scratch_of_a_parent_that_no_longer_runs_is_removed_by_the_next_work
 
 
 def test_mxnet_writes_its_trace_into_the_worker_scratch(tmp_path, monkeypatch):
-    from benchcore.isolation import SCRATCH_ENV
-    from benchcore.profilers.mxnet import _trace_path
+    from benchcore.execute.worker import SCRATCH_ENV
+    from opbench.backends.mxnet.profiler import _trace_path
 
     monkeypatch.setenv(SCRATCH_ENV, str(tmp_path))
     assert _trace_path() == str(tmp_path / "mxnet-trace.json")
@@ -127,7 +128,7 @@ def test_worker_start_up_counts_neither_against_the_timeout_nor_in_wall_time():
 
 
 def test_a_worker_stuck_starting_is_bounded_by_the_case_timeout(monkeypatch):
-    import benchcore.isolation as isolation
+    import benchcore.execute.worker as isolation
 
     monkeypatch.setattr(isolation, "STARTUP_TIMEOUT_FLOOR_S", 0.5)  # the 60 s floor, scaled down
     results = run_cases([case("a", action="ok")], "tests.benchcore.slow_start_executor:execute", timeout_s=0.1)
@@ -209,8 +210,8 @@ def test_a_busy_worker_dies_with_a_parent_killed_outright(tmp_path):
     script.write_text(textwrap.dedent(f"""
         import sys
         sys.path.insert(0, {str(ROOT)!r})
-        from benchcore.case import CaseSpec
-        from benchcore.isolation import run_cases
+        from benchcore.measure.case import CaseSpec
+        from benchcore.execute.worker import run_cases
         run_cases([CaseSpec("test", "h", {{"action": "hang"}})], "tests.benchcore.executors:execute", timeout_s=600)
     """))
     parent = subprocess.Popen([sys.executable, str(script)], cwd=ROOT)
@@ -230,8 +231,8 @@ def test_resume_after_kill_9_of_the_parent(tmp_path):
     script.write_text(textwrap.dedent(f"""
         import sys
         sys.path.insert(0, {str(ROOT)!r})
-        from benchcore.case import CaseSpec
-        from benchcore.isolation import run_cases
+        from benchcore.measure.case import CaseSpec
+        from benchcore.execute.worker import run_cases
         specs = [CaseSpec("test", f"c{{i}}", {{"action": "slow", "seconds": 0.3, "i": i}}) for i in range(8)]
         run_cases(specs, "tests.benchcore.executors:execute", timeout_s=30,
                   checkpoint={str(checkpoint)!r}, resume=True)

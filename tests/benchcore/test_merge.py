@@ -5,8 +5,8 @@ import json
 import pytest
 
 from benchcore.errors import UsageError
-from benchcore.merge import merge, parse_shard
-from benchcore.report import Report
+from benchcore.report.merge import merge, parse_shard
+from benchcore.report.model import Report
 from tests.benchcore.test_compare import ENV, make_report, op_result, samples
 
 NAMES = ["exp", "log", "sin", "cos", "tan", "dot", "sum"]

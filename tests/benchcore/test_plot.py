@@ -5,12 +5,12 @@ import builtins
 
 import pytest
 
-from benchcore import plot
-from benchcore.case import CaseSpec
-from benchcore.compare import compare
+from benchcore.compare.verdicts import compare
 from benchcore.errors import UsageError
-from benchcore.report import CaseResult
-from benchcore.stats import Measurement
+from benchcore.measure.case import CaseSpec
+from benchcore.measure.measurement import Measurement
+from benchcore.report.model import CaseResult
+from benchcore.views import charts
 from opbench.backends.mxnet.suite import SUITE as OPBENCH
 from rnnbench.suite import SUITE as RNNBENCH
 from tests.benchcore.test_compare import make_report, op_result, opperf_result, samples
@@ -45,36 +45,36 @@ def rnn_report(scale=1.0):
 
 
 def test_opbench_charts(tmp_path):
-    paths = plot.write_report_charts(opbench_report(), tmp_path / "charts", OPBENCH)
+    paths = charts.write_report_charts(opbench_report(), tmp_path / "charts", OPBENCH)
     assert [p.name for p in paths] == ["opbench_slowest.png", "opbench_categories.png"]
     for path in paths:
         assert_png(path)
 
 
 def test_rnnbench_charts(tmp_path):
-    paths = plot.write_report_charts(rnn_report(), tmp_path, RNNBENCH)
+    paths = charts.write_report_charts(rnn_report(), tmp_path, RNNBENCH)
     assert [p.name for p in paths] == ["rnnbench_runners.png"]
     assert_png(paths[0])
 
 
 def test_report_without_measured_cases_writes_nothing(tmp_path):
-    assert plot.write_report_charts(make_report([]), tmp_path) == []
+    assert charts.write_report_charts(make_report([]), tmp_path) == []
 
 
 def test_comparison_chart(tmp_path):
     result = compare(opbench_report(), opbench_report(1.3), OPBENCH)
-    path = plot.write_comparison_chart(result, tmp_path)
+    path = charts.write_comparison_chart(result, tmp_path)
     assert path.name == "opbench_comparison.png"
     assert_png(path)
 
 
 def test_comparison_chart_with_noisy_and_many_cases(tmp_path, monkeypatch):
-    monkeypatch.setattr(plot, "MAX_COMPARISON_CASES", 4)
+    monkeypatch.setattr(charts, "MAX_COMPARISON_CASES", 4)
     base = make_report([op_result(f"op{i}", [1.0, 1.1]) for i in range(6)])
     new = make_report([op_result(f"op{i}", [1.0 + i / 10, 1.2]) for i in range(6)])
     result = compare(base, new, OPBENCH)
     assert {c.verdict for c in result.cases} == {"noisy"}
-    assert_png(plot.write_comparison_chart(result, tmp_path))
+    assert_png(charts.write_comparison_chart(result, tmp_path))
 
 
 def test_missing_matplotlib_names_the_extra(tmp_path, monkeypatch):
@@ -87,20 +87,20 @@ def test_missing_matplotlib_names_the_extra(tmp_path, monkeypatch):
 
     monkeypatch.setattr(builtins, "__import__", no_matplotlib)
     with pytest.raises(UsageError, match=r"pip install -e \.\[plot\]"):
-        plot.write_report_charts(rnn_report(), tmp_path, RNNBENCH)
+        charts.write_report_charts(rnn_report(), tmp_path, RNNBENCH)
 
 
 def test_unwritable_folder_is_usage_error(tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("x")
     with pytest.raises(UsageError, match="cannot create chart folder"):
-        plot.write_report_charts(rnn_report(), blocker / "charts")
+        charts.write_report_charts(rnn_report(), blocker / "charts")
 
 
 def test_chart_links_are_relative(tmp_path):
-    charts = tmp_path / "charts"
-    charts.mkdir()
-    links = plot.chart_links_markdown([charts / "a.png", charts / "b.png"], relative_to=tmp_path)
+    folder = tmp_path / "charts"
+    folder.mkdir()
+    links = charts.chart_links_markdown([folder / "a.png", folder / "b.png"], relative_to=tmp_path)
     assert "![a](charts/a.png)" in links and "![b](charts/b.png)" in links
     assert links.startswith("## Charts")
-    assert plot.chart_links_markdown([], tmp_path) == ""
+    assert charts.chart_links_markdown([], tmp_path) == ""

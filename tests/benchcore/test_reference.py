@@ -1,10 +1,10 @@
 """The machine reference: its probes per round, its real workload, and the block a report keeps."""
 
-from benchcore import reference
-from benchcore.case import CaseSpec
-from benchcore.report import CaseResult
-from benchcore.rounds import combine_metrics
-from benchcore.stats import Measurement
+from benchcore.measure import reference
+from benchcore.measure.case import CaseSpec
+from benchcore.measure.combine import combine_metrics
+from benchcore.measure.measurement import Measurement
+from benchcore.report.model import CaseResult
 
 
 def test_a_round_gets_one_probe_per_cases_per_probe_cases_and_at_least_one():

@@ -3,10 +3,10 @@ import os
 
 import pytest
 
-from benchcore.case import CaseSpec
 from benchcore.errors import UsageError
-from benchcore.report import CaseResult, Report, check_writable, write_text_atomic
-from benchcore.stats import Measurement
+from benchcore.measure.case import CaseSpec
+from benchcore.measure.measurement import Measurement
+from benchcore.report.model import CaseResult, Report, check_writable, write_text_atomic
 
 
 def sample_report():

@@ -5,12 +5,14 @@ import math
 
 import pytest
 
-from benchcore.case import CaseSpec
 from benchcore.errors import UsageError
-from benchcore.isolation import Checkpoint, Slot, run_slots
-from benchcore.report import CaseResult
-from benchcore.rounds import RoundPlan, combine_case, combine_metrics, combine_results, median
-from benchcore.stats import Measurement
+from benchcore.execute.checkpoint import Checkpoint, Slot
+from benchcore.execute.rounds import RoundPlan, combine_case, combine_results
+from benchcore.execute.worker import run_slots
+from benchcore.measure.case import CaseSpec
+from benchcore.measure.combine import combine_metrics, median
+from benchcore.measure.measurement import Measurement
+from benchcore.report.model import CaseResult
 
 EXECUTOR = "tests.benchcore.rounds_executor:execute"
 

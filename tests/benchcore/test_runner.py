@@ -2,10 +2,10 @@ import gc
 
 import pytest
 
-from benchcore.case import Workload
 from benchcore.errors import UsageError
-from benchcore.runner import RunSettings, run_workload
-from benchcore.timers import PerfCounterTimer
+from benchcore.measure.case import Workload
+from benchcore.measure.runner import RunSettings, run_workload
+from benchcore.measure.timers import PerfCounterTimer
 
 
 class FakeClock:
@@ -154,7 +154,7 @@ def test_bad_settings_are_usage_errors(kwargs):
 def test_cuda_timer_without_cuda_is_a_clear_error(monkeypatch):
     import torch
 
-    from benchcore.timers import timer_for
+    from benchcore.measure.timers import timer_for
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)  # also on a machine with CUDA
     with pytest.raises(UsageError, match="CUDA"):

@@ -5,8 +5,15 @@ import numpy as np
 import pytest
 from scipy.stats import ttest_ind
 
-from benchcore import stats
-from benchcore.stats import Measurement, mann_whitney, median_confidence_ranks, round_sizes_of, t_on_logs, within_step
+from benchcore.compare import tests as hypothesis
+from benchcore.compare.tests import mann_whitney, t_on_logs
+from benchcore.measure.measurement import (
+    Measurement,
+    median_confidence_ranks,
+    percent_change,
+    round_sizes_of,
+    within_step,
+)
 
 
 def test_statistics_match_hand_computed_values():
@@ -93,7 +100,7 @@ def test_empty_measurement_is_refused():
 
 
 # --------------------------------------------------------------------------- pinned by mutation testing
-# (scripts/mutation: each test below fails for an edit of stats.py that the others let through)
+# (scripts/mutation: each test below fails for an edit of measurement.py or compare/tests.py that the others let through)
 
 
 def test_within_step_needs_a_known_step_and_includes_its_bound():
@@ -129,13 +136,13 @@ def test_a_confidence_reached_exactly_counts():
 
 
 def test_the_tests_name_themselves_and_give_their_interval():
-    assert mann_whitney([1.0, 1.0], [1.0, 1.0]) == stats.TestResult(1.0, "mann-whitney")
+    assert mann_whitney([1.0, 1.0], [1.0, 1.0]) == hypothesis.TestResult(1.0, "mann-whitney")
     assert mann_whitney([1.0, 2.0, 3.0], [2.0, 3.0, 4.0]).method == "mann-whitney"
     equal = t_on_logs([2.0, 2.0], [4.0, 4.0])
-    assert equal == stats.TestResult(0.0, "t-log", (pytest.approx(2.0), pytest.approx(2.0)))
+    assert equal == hypothesis.TestResult(0.0, "t-log", (pytest.approx(2.0), pytest.approx(2.0)))
     varied = t_on_logs([1.0, 1.1, 0.9], [2.0, 2.2, 1.8])
     assert varied.method == "t-log" and varied.ratio_ci95[0] < 2.0 < varied.ratio_ci95[1]
-    moderated = t_on_logs([1.0, 1.1, 0.9], [2.0, 2.2, 1.8], stats.VariancePrior(0.01, 10.0))
+    moderated = t_on_logs([1.0, 1.1, 0.9], [2.0, 2.2, 1.8], hypothesis.VariancePrior(0.01, 10.0))
     assert moderated.method == "moderated-t-log"
 
 
@@ -170,7 +177,7 @@ from scipy.special import digamma, polygamma  # noqa: E402
 from scipy.stats import t as student_t  # noqa: E402
 from scipy.stats import ttest_rel  # noqa: E402
 
-from benchcore.stats import TestResult, VariancePrior, paired_t_on_logs  # noqa: E402
+from benchcore.compare.tests import TestResult, VariancePrior, paired_t_on_logs  # noqa: E402
 
 
 def _hand_moderated(change, s2, df, n_factor, prior, confidence=0.95):
@@ -329,7 +336,7 @@ def test_the_detectable_slowdown_needs_both_a_standard_error_and_degrees_of_free
 @pytest.mark.parametrize("x", [1e-12, 1e-9, 1e-6, 9e-7, 1.1e-6, 1e-3, 0.1, 0.5, 1.0, 2.0, 10.0, 1e3, 1e6, 1e7,
                                1.0000001e7, 9.9e6, 1e9, 1e12])
 def test_trigamma_inverse_inverts_scipys_trigamma_to_machine_precision(x):
-    y = stats._trigamma_inverse(x)
+    y = hypothesis._trigamma_inverse(x)
     assert y > 0 and float(polygamma(1, y)) == pytest.approx(x, rel=1e-12, abs=0)
 
 
@@ -391,5 +398,5 @@ def test_the_prior_records_its_variance_and_a_finite_df_or_none():
 
 
 def test_a_ratio_reads_as_a_signed_percent_change_and_never_minus_zero():
-    assert [stats.percent_change(r) for r in (1.042, 0.9, 1.0, 0.99999, None)] == [
+    assert [percent_change(r) for r in (1.042, 0.9, 1.0, 0.99999, None)] == [
         "+4.2%", "-10.0%", "+0.0%", "+0.0%", "---"]

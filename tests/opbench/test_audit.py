@@ -11,9 +11,9 @@ import pytest
 mx = pytest.importorskip("mxnet")
 np = pytest.importorskip("numpy")
 
-from benchcore import audit  # noqa: E402
-from benchcore.case import CaseSpec  # noqa: E402
-from benchcore.report import Report  # noqa: E402
+from benchcore.measure import audit  # noqa: E402
+from benchcore.measure.case import CaseSpec  # noqa: E402
+from benchcore.report.model import Report  # noqa: E402
 from opbench import cli  # noqa: E402
 from opbench.backends.mxnet import arrays, cases  # noqa: E402
 from opbench.backends.mxnet.executor import execute  # noqa: E402

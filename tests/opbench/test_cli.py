@@ -15,8 +15,8 @@ from pathlib import Path
 import mxnet  # noqa: F401  (plainly: a broken MXNet fails these tests instead of skipping them)
 import pytest
 
-from benchcore import reference
-from benchcore.report import Report
+from benchcore.measure import reference
+from benchcore.report.model import Report
 from opbench import cli
 from opbench.views import opperf_view, to_markdown
 from tests.opbench import faults

@@ -10,7 +10,7 @@ import pytest
 pytest.importorskip("mxnet")
 pytest.importorskip("torch")
 
-from benchcore.report import Report  # noqa: E402
+from benchcore.report.model import Report  # noqa: E402
 from opbench.equivalents import PAIRS, mxnet_for, torch_for  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]

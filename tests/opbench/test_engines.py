@@ -3,7 +3,7 @@
 import mxnet  # noqa: F401  (plainly: a broken MXNet fails these tests instead of skipping them)
 import pytest
 
-from benchcore.stats import Measurement
+from benchcore.measure.measurement import Measurement
 from opbench.backends.mxnet.cases import spec_from_inputs
 from opbench.backends.mxnet.executor import execute
 

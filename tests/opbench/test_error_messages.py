@@ -2,7 +2,7 @@
 
 import mxnet  # noqa: F401  (plainly: a broken MXNet fails these tests instead of skipping them)
 
-from benchcore.isolation import run_cases
+from benchcore.execute.worker import run_cases
 from opbench.backends.mxnet.cases import spec_from_inputs
 
 

@@ -13,8 +13,8 @@ import mxnet as mx
 import numpy as np
 import pytest
 
-from benchcore.case import CaseSpec
 from benchcore.errors import UsageError
+from benchcore.measure.case import CaseSpec
 from opbench.backends.mxnet import arrays, cases, gradients, registry, rules
 
 TINY_SPECS, TINY_SKIPPED = cases.generate_cases(tiny=True)

@@ -11,7 +11,7 @@ import mxnet as mx
 import numpy as np
 import pytest
 
-from benchcore.report import Report
+from benchcore.report.model import Report
 from opbench.backends.mxnet import api, arrays, cases, registry, rules
 
 ROOT = Path(__file__).resolve().parents[2]

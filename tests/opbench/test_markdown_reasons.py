@@ -6,7 +6,7 @@ from opbench.views import to_markdown
 
 
 def test_every_dash_in_the_results_is_explained(tmp_path):
-    from benchcore.report import Report
+    from benchcore.report.model import Report
     from opbench.cli import main
 
     out = tmp_path / "r.json"

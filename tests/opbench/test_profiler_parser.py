@@ -7,9 +7,17 @@ from pathlib import Path
 import mxnet as mx
 import pytest
 
-from benchcore.profilers.mxnet import (
-    MEMORY_UNIT_BYTES, MXNetProfiler, PhaseStats, parse_dump, parse_json, parse_text, peak_bytes,
-    profiler_names, summarize_phase)
+from opbench.backends.mxnet.profiler import (
+    MEMORY_UNIT_BYTES,
+    MXNetProfiler,
+    PhaseStats,
+    parse_dump,
+    parse_json,
+    parse_text,
+    peak_bytes,
+    profiler_names,
+    summarize_phase,
+)
 
 
 @pytest.fixture()
@@ -71,7 +79,7 @@ _FRESH_RECORDING = """
 import json
 import mxnet as mx
 from mxnet import profiler as mxprof
-from benchcore.profilers.mxnet import MXNetProfiler
+from opbench.backends.mxnet.profiler import MXNetProfiler
 MXNetProfiler()
 mx.nd.waitall()
 mxprof.set_state("run")
@@ -179,7 +187,7 @@ def test_no_stray_profile_file(tmp_path):
     import subprocess
     import sys
 
-    code = ("from benchcore.profilers.mxnet import MXNetProfiler; import mxnet as mx; p = MXNetProfiler(); "
+    code = ("from opbench.backends.mxnet.profiler import MXNetProfiler; import mxnet as mx; p = MXNetProfiler(); "
             "p.start(); mx.nd.ones((2,2)).wait_to_read(); p.dump(); p.stop()")
     subprocess.run([sys.executable, "-c", code], cwd=tmp_path, check=True,
                    env={**os.environ, "PYTHONPATH": os.getcwd()})

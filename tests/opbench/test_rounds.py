@@ -7,8 +7,8 @@ from pathlib import Path
 
 import mxnet  # noqa: F401  (the sweep below needs it; a broken install must fail, not skip)
 
-from benchcore.report import Report
-from benchcore.stats import round_sizes_of
+from benchcore.measure.measurement import round_sizes_of
+from benchcore.report.model import Report
 from opbench.views import to_markdown
 
 ROOT = Path(__file__).resolve().parents[2]

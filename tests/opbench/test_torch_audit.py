@@ -12,8 +12,8 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("expecttest")
 
-from benchcore.case import CaseSpec  # noqa: E402
-from benchcore.report import Report  # noqa: E402
+from benchcore.measure.case import CaseSpec  # noqa: E402
+from benchcore.report.model import Report  # noqa: E402
 from opbench.backends.torch.audit import audit_case, count_tensor  # noqa: E402
 from opbench.backends.torch.executor import build_workload, execute  # noqa: E402
 from opbench.backends.torch.manifest import build  # noqa: E402

@@ -15,7 +15,7 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("expecttest")
 
-from benchcore.report import Report  # noqa: E402
+from benchcore.report.model import Report  # noqa: E402
 from opbench.backends.torch import case_spec  # noqa: E402
 from opbench.backends.torch.manifest import build, load  # noqa: E402
 from opbench.backends.torch.sample import Decoder, Scale, describe_sample, encode_sample  # noqa: E402

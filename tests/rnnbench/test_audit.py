@@ -10,8 +10,8 @@ from pathlib import Path
 
 import numpy as np
 
-from benchcore.case import CaseSpec
-from benchcore.report import Report
+from benchcore.measure.case import CaseSpec
+from benchcore.report.model import Report
 from rnnbench import bench, correctness
 from rnnbench.audit import audit_model
 from rnnbench.cli import main

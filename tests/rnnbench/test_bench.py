@@ -9,10 +9,10 @@ import time
 
 import pytest
 
-from benchcore.case import CaseSpec
 from benchcore.errors import SkipCase
-from benchcore.report import CaseResult, Report
-from benchcore.runner import RunSettings
+from benchcore.measure.case import CaseSpec
+from benchcore.measure.runner import RunSettings
+from benchcore.report.model import CaseResult, Report
 from rnnbench import bench
 from rnnbench.cli import main
 
@@ -269,7 +269,7 @@ def test_a_case_holds_only_the_sizes_its_model_uses():
 
 
 def _result(name, group, status="ok", fwd=(1.0, 2.0), bwd=(3.0, 5.0), error=None):
-    from benchcore.stats import Measurement
+    from benchcore.measure.measurement import Measurement
 
     metrics = {"forward": Measurement(fwd).to_dict(), "backward": Measurement(bwd).to_dict()} if status == "ok" else {}
     return CaseResult(CaseSpec("rnnbench", name, {"group": group}), status, metrics, error)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from benchcore.report import Report
+from benchcore.report.model import Report
 from rnnbench.cli import main
 from tests.benchcore.test_commands import far_beyond_noise, scaled_report
 
@@ -94,7 +94,7 @@ def test_largest_seed_works_with_seed_plus_one(capsys):
 def test_compare_is_dispatched_to_benchcore(tmp_path, capsys):
     code = main(["compare", str(tmp_path / "a.json"), str(tmp_path / "b.json")])
     err = capsys.readouterr().err
-    assert code == 2 and "a.json" in err  # benchcore.commands answered: the report does not exist
+    assert code == 2 and "a.json" in err  # benchcore.cli.commands answered: the report does not exist
 
 
 def test_compare_two_bench_reports(tmp_path, capsys):

@@ -5,8 +5,8 @@ import warnings
 import pytest
 import torch
 
-from benchcore.case import Workload
 from benchcore.errors import UsageError
+from benchcore.measure.case import Workload
 from rnnbench import bench, cells, factory, runners
 
 TINY = dict(seqLength=4, numLayers=2, inputSize=6, hiddenSize=5, miniBatch=3)

@@ -20,10 +20,10 @@ from types import SimpleNamespace
 import pytest
 
 from benchcore.errors import UsageError
-from benchcore.profilers import external
-from benchcore.profilers.torch import markdown_table, parse_key_averages
+from benchcore.execute import external
 from rnnbench import profiling
 from rnnbench.cli import main
+from rnnbench.profiler_table import markdown_table, parse_key_averages
 
 TINY = {"seqLength": 5, "numLayers": 1, "inputSize": 8, "hiddenSize": 8, "miniBatch": 2}
 TINY_ARGS = [arg for name, value in TINY.items() for arg in (f"--{name}", str(value))]

@@ -1,6 +1,6 @@
 """rnnbench bench with --rounds: the report and its Markdown show the median of round medians."""
 
-from benchcore.report import Report
+from benchcore.report.model import Report
 from rnnbench.cli import main
 
 TINY = ["--seqLength", "3", "--numLayers", "1", "--inputSize", "4", "--hiddenSize", "4", "--miniBatch", "2",

@@ -15,11 +15,11 @@ from __future__ import annotations
 import fnmatch
 from typing import List
 
-from benchcore.cli import parse_shard, shard_specs
+from benchcore.cli.options import parse_shard
 from benchcore.errors import UsageError
-
-from opbench.equivalents import mxnet_for
+from benchcore.execute.rounds import shard_specs
 from opbench import views
+from opbench.equivalents import mxnet_for
 
 from ..base import OperatorInfo, Plan, split
 from . import listing, registry
@@ -111,10 +111,6 @@ def _check_names(ops) -> None:
         if equivalent:
             raise UsageError(f"{name} is a PyTorch operator; MXNet's equivalent is {equivalent} "
                              f"(opbench --ops {equivalent}, or --framework torch --ops {name})")
-        from ..torch import BACKEND as TORCH
-
-        if TORCH.knows(name) and not registry.suggest(name):
-            raise UsageError(f"{name} is a PyTorch operator, not an MXNet one; add --framework torch")
 
 
 def exclude_specs(specs, skipped, patterns):

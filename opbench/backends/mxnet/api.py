@@ -18,12 +18,11 @@ from __future__ import annotations
 import inspect
 from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence
 
-from benchcore.case import CaseSpec, Workload
 from benchcore.errors import UsageError, error_summary
-from benchcore.isolation import run_cases
-from benchcore.report import CaseResult
-from benchcore.runner import RunSettings
-
+from benchcore.execute.worker import run_cases
+from benchcore.measure.case import CaseSpec, Workload
+from benchcore.measure.runner import RunSettings
+from benchcore.report.model import CaseResult
 from opbench.views import opperf_entry
 
 from . import registry
@@ -33,7 +32,6 @@ from .categories import CATEGORIES
 from .device import check_ctx, int64_tensor_flag
 from .executor import build_workload, measure
 from .suite import EXECUTOR
-
 
 PROFILERS = ("native", "python")
 DTYPES = ("float32", "float64", "float16", "int32", "int64")

@@ -13,11 +13,17 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from benchcore.case import CaseSpec
 from benchcore.errors import UsageError
+from benchcore.measure.case import CaseSpec
 
 from . import registry
-from .cases import DEFAULT_SEED, FLOAT_DTYPES, INTEGER_DTYPES, is_tensor, unknown_operator
+from .cases import (
+    DEFAULT_SEED,
+    FLOAT_DTYPES,
+    INTEGER_DTYPES,
+    is_tensor,
+    unknown_operator,
+)
 from .device import mx_context
 
 

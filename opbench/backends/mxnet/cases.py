@@ -12,9 +12,10 @@ from __future__ import annotations
 import fnmatch
 from typing import Any, Dict, Iterable, List, Optional, Tuple
 
-from benchcore.case import CaseSpec
 from benchcore.errors import UsageError
+from benchcore.measure.case import CaseSpec
 
+from ..base import UnknownOperator
 from . import categories, registry, rules
 from .device import normalize_ctx, require_int64
 
@@ -60,10 +61,12 @@ def operator_name(op: Any) -> str:
     return name
 
 
-def unknown_operator(name: str) -> UsageError:
+def unknown_operator(name: str) -> UnknownOperator:
+    """A name MXNet lacks; a PyTorch name without a close MXNet one is pointed to --framework torch."""
     close = registry.suggest(name)
     hint = f"; did you mean {', '.join(close)}?" if close else "; see opbench --list --all"
-    return UsageError(f"unknown operator {name!r}{hint}")
+    return UnknownOperator(f"unknown operator {name!r}{hint}", name, None if close else (
+        lambda framework: f"{name} is a PyTorch operator, not an MXNet one; add --framework {framework}"))
 
 
 def resolve_ops(ops: Optional[Iterable[Any]] = None,

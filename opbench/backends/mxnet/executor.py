@@ -1,6 +1,6 @@
 """The worker-side executor: one opbench CaseSpec → the metrics of that case.
 
-`execute(spec, options)` is what benchcore.isolation calls in the worker process
+`execute(spec, options)` is what benchcore.execute.worker calls in the worker process
 (`executor="opbench.backends.mxnet.executor:execute"`). options:
 `{"settings": RunSettings dict, "profiler": "native" | "python", "threads": n | None}`.
 
@@ -8,7 +8,7 @@ Engines
 - python: benchcore's run_workload with a perf_counter timer around each call, bracketed by
   `mx.nd.waitall()` → a full Measurement for forward and backward.
 - native: the warmup runs untimed by the profiler, then the same loop runs with MXNet's
-  profiler on and one aggregate dump per timed call (benchcore.profilers.mxnet), which gives
+  profiler on and one aggregate dump per timed call (opbench.backends.mxnet.profiler), which gives
   the operator's own forward/backward kernel times, and the case's peak storage memory. The
   loop is still timed with perf_counter, so a native result carries wall-time Measurements
   too; the reported figures, adaptive sampling and `compare` use the profiler's per-call times.
@@ -28,7 +28,7 @@ GPU-only and reports the whole device, other processes included.)
 
 Every metric this module cannot measure is null, with the reason in `missing`.
 
-Audit (benchcore.audit; options["audit"], on unless False): once per case, untimed, after the
+Audit (benchcore.measure.audit; options["audit"], on unless False): once per case, untimed, after the
 timed runs: the inputs as the runs left them (in-place updates included), the outputs of one
 more forward (under autograd when backward is timed, as the timed ones) and the input
 gradients of the last timed backward, with the case's head gradients (ones). metrics["audit"]
@@ -37,7 +37,7 @@ holds the counts per tensor, the flag, the rule's `expected` reason and `elapsed
 Subnormal flushing (options["flush_denormal"]): set on the worker's thread before the case's
 first MXNet operator, so MXNet's engine threads, created at a process's first operator, start
 with it; threads that already exist keep their state, which `metrics["denormals"]` records as
-measured (benchcore.environment.flush_probe), with the Python thread's MXCSR bits.
+measured (benchcore.measure.denormals.flush_probe), with the Python thread's MXCSR bits.
 """
 
 from __future__ import annotations
@@ -47,25 +47,30 @@ import time
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional
 
-from benchcore import audit
-from benchcore.case import CaseSpec, Workload
-from benchcore.errors import SkipCase, UsageError, error_summary
-from benchcore.memory import peak_rss, reset_peak_rss, resident_bytes
-from benchcore.profilers.mxnet import (RESOLUTION_MS, MXNetProfiler, PhaseStats, device_key, peak_bytes,
-                                       summarize_phase)
-from benchcore.runner import RunSettings, run_workload
-from benchcore.stats import Measurement
-from benchcore.timers import PerfCounterTimer
-
 import opbench
+from benchcore.errors import SkipCase, UsageError, error_summary
+from benchcore.measure import audit
+from benchcore.measure.case import CaseSpec, Workload
+from benchcore.measure.measurement import Measurement
+from benchcore.measure.memory import peak_rss, reset_peak_rss, resident_bytes
+from benchcore.measure.runner import RunSettings, run_workload
+from benchcore.measure.timers import PerfCounterTimer
 from opbench import inputs
+from opbench.backends.mxnet.profiler import (
+    RESOLUTION_MS,
+    MXNetProfiler,
+    PhaseStats,
+    device_key,
+    peak_bytes,
+    summarize_phase,
+)
 
 from . import arrays
 from .cases import describe_inputs
 from .device import mx_context
 
 ENGINES = ("native", "python")
-#: Imported by a fresh worker before it takes a case (see benchcore.isolation), so MXNet's
+#: Imported by a fresh worker before it takes a case (see benchcore.execute.worker), so MXNet's
 #: import is not billed to the first case's timeout and wall time.
 WORKER_PRELOAD = ("mxnet",)
 
@@ -371,7 +376,7 @@ def _add_audit(metrics: dict, options: dict, materialized, workload: Workload, e
 
 
 def _counts(array) -> dict:
-    """benchcore.audit's counts of an NDArray (a sparse one's stored values), copied to numpy a
+    """benchcore.measure.audit's counts of an NDArray (a sparse one's stored values), copied to numpy a
     chunk at a time: a whole copy of the largest outputs would add hundreds of MB to the
     worker's peak memory."""
     if getattr(array, "stype", "default") != "default":
@@ -412,24 +417,14 @@ def audit_case(materialized, workload: Workload, expected: Optional[str] = None)
     return block
 
 
-_PROBED: Dict[tuple, dict] = {}
-
-
 def denormal_state(flush: bool, ctx) -> dict:
     """Apply --flush-denormal to this thread (before the process's first MXNet operator, so the
-    engine threads inherit it), then what is in force: this thread's MXCSR bits and the
-    fraction of values MXNet's operator threads flush (probed once per process and context:
-    a thread keeps the state it started with)."""
-    from benchcore.environment import flush_probe, set_flush_denormal, thread_flush_state
+    engine threads inherit it), then what is in force (benchcore.measure.denormals.flush_state),
+    probed once per process and context."""
+    from benchcore.measure.denormals import flush_state, set_flush_denormal
 
-    applied = set_flush_denormal(True) if flush else None
-    key = (flush, str(ctx))
-    if key not in _PROBED:
-        _PROBED[key] = flush_probe(lambda values, factor: _mx_multiply(values, factor, ctx))
-    state = {"requested": flush, "python_thread": thread_flush_state(), "operator_threads": _PROBED[key]}
-    if flush and not applied:
-        state["reason"] = "FTZ/DAZ can be set only on x86-64 Linux (glibc fesetenv)"
-    return state
+    return flush_state(flush, lambda: set_flush_denormal(True), lambda values, factor: _mx_multiply(values, factor, ctx),
+                       f"mxnet {ctx}", "FTZ/DAZ can be set only on x86-64 Linux (glibc fesetenv)")
 
 
 def _mx_multiply(values, factor: float, ctx):

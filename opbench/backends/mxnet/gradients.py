@@ -52,8 +52,8 @@ import sys
 from pathlib import Path
 from typing import Dict, Iterable, List, Optional, Tuple
 
-from benchcore.case import CaseSpec
 from benchcore.errors import error_summary
+from benchcore.measure.case import CaseSpec
 
 from . import cases, registry, rules
 from .arrays import materialize
@@ -69,9 +69,7 @@ class ProbeError(RuntimeError):
 def _backward_specs(op: str) -> List:
     """The tiny cases the probe uses: every combination whose backward is not marked off, with
     backward forced on (whatever the registry's stored answers plan for the operator)."""
-    from benchcore.case import CaseSpec
 
-    from . import cases, rules
 
     found = cases.rule_for(op, rules.TINY)
     if not found:

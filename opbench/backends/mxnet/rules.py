@@ -45,7 +45,7 @@ DTYPE = "@dtype"
 NO_BACKWARD = "@no_backward"
 
 # A variant whose inputs hold this key computes on NaN, Inf or subnormal values by the
-# operator's nature, not by a choice of inputs: the audit (benchcore.audit) marks it expected
+# operator's nature, not by a choice of inputs: the audit (benchcore.measure.audit) marks it expected
 # instead of a defect. Its value is the reason, or {dtype: reason} where only some dtypes do.
 NON_NORMAL = "@non_normal"
 FLOAT16_MAX = 65504

@@ -5,9 +5,8 @@ from __future__ import annotations
 
 from typing import List
 
-from benchcore import audit
-from benchcore.rounds import combine_metrics
-
+from benchcore.measure import audit
+from benchcore.measure.combine import combine_metrics
 from opbench.suite import PROFILER_RULES, declare, recompute_averages, without_derived
 
 from .executor import add_opperf_keys
@@ -18,7 +17,7 @@ EXECUTOR = "opbench.backends.mxnet.executor:execute"
 def combine_rounds(per_round: List[dict]) -> dict:
     """A case's rounds as one metrics dict: samples and per-call times joined (round boundaries
     kept), counters summed, averages and opperf's keys recomputed from the joined figures, the
-    audit combined by its own rule (benchcore.audit.combine: the rounds' counts agree)."""
+    audit combined by its own rule (benchcore.measure.audit.combine: the rounds' counts agree)."""
     combined = audit.combine_with_audit(per_round, lambda rest: combine_metrics(
         [without_derived(m) for m in rest], PROFILER_RULES, sample_lists=("per_call_ms",)))
     recompute_averages(combined)

@@ -11,10 +11,10 @@ import fnmatch
 import sys
 from typing import List, Optional, Tuple
 
-from benchcore.case import CaseSpec
 from benchcore.errors import UsageError
+from benchcore.measure.case import CaseSpec
 
-from ..base import OperatorInfo, Plan, split
+from ..base import OperatorInfo, Plan, UnknownOperator, split
 from .categories import CATEGORIES
 
 NAME = "torch"
@@ -121,7 +121,8 @@ class TorchBackend:
                                                            f"linalg.{name}", f"special.{name}"))
 
     def plan(self, args, device: str) -> Plan:
-        from benchcore.cli import parse_shard, shard_specs
+        from benchcore.cli.options import parse_shard
+        from benchcore.execute.rounds import shard_specs
 
         manifest = self.manifest(args, device)
         entries, left_out = _select(manifest, split(args.ops), split(args.category))
@@ -183,7 +184,7 @@ def _select(manifest, ops: Optional[List[str]], categories: Optional[List[str]])
     if ops:
         for pattern in ops:
             if not any(_matches(item, pattern) for item in entries + left_out):
-                raise UsageError(unknown_operator(pattern, manifest))
+                raise unknown_operator(pattern, manifest)
         entries = [e for e in entries if any(_matches(e, p) for p in ops)]
         left_out = [i for i in left_out if any(_matches(i, p) for p in ops)]
     if categories:
@@ -198,31 +199,31 @@ def _excluded(manifest, entries, left_out, patterns: Optional[List[str]]) -> set
     everything = list(manifest.entries.values()) + list(manifest.left_out)
     for pattern in patterns:
         if not any(_matches(item, pattern) for item in everything):
-            raise UsageError("--exclude: " + unknown_operator(pattern, manifest))
+            raise unknown_operator(pattern, manifest, "--exclude: ")
     return {_label(item) for item in entries + left_out if any(_matches(item, p) for p in patterns)}
 
 
-def unknown_operator(name: str, manifest) -> str:
-    """One line for a name the manifest lacks: the MXNet name's equivalent, or close names."""
+def unknown_operator(name: str, manifest, flag: str = "") -> UnknownOperator:
+    """A name the manifest lacks: the MXNet name's equivalent, or close names; an MXNet name with
+    no PyTorch equivalent is pointed to --framework mxnet (UnknownOperator.elsewhere)."""
     import difflib
 
     from opbench.equivalents import torch_for
 
     if _GLOB & set(name):
-        return f"operator pattern {name!r} matches no PyTorch operator; see opbench --framework torch --list --all"
+        return UnknownOperator(f"{flag}operator pattern {name!r} matches no PyTorch operator; "
+                               "see opbench --framework torch --list --all", name)
     equivalent = torch_for(name)
     if equivalent:
-        return (f"{name} is an MXNet operator; its PyTorch equivalent is {equivalent} "
-                f"(opbench --framework torch --ops {equivalent}, or --framework mxnet for {name})")
+        return UnknownOperator(f"{flag}{name} is an MXNet operator; its PyTorch equivalent is {equivalent} "
+                               f"(opbench --framework torch --ops {equivalent}, or --framework mxnet for {name})", name)
     labels = sorted({_label(i) for i in list(manifest.entries.values()) + manifest.left_out})
     close = difflib.get_close_matches(name, labels, n=3)
-    from ..mxnet import MXNetBackend
-
-    if MXNetBackend().knows(name):
-        return f"{name} is an MXNet operator, not a PyTorch one; use --framework mxnet for it" + (
-            f", or did you mean {', '.join(close)}?" if close else "")
-    return f"unknown PyTorch operator {name!r}; " + (f"did you mean {', '.join(close)}?" if close
-                                                    else "see opbench --framework torch --list --all")
+    return UnknownOperator(
+        f"{flag}unknown PyTorch operator {name!r}; " + (f"did you mean {', '.join(close)}?" if close
+                                                       else "see opbench --framework torch --list --all"),
+        name, lambda framework: f"{flag}{name} is an MXNet operator, not a PyTorch one; use --framework {framework} "
+                                "for it" + (f", or did you mean {', '.join(close)}?" if close else ""))
 
 
 BACKEND = TorchBackend()

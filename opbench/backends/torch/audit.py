@@ -1,4 +1,4 @@
-"""The audit of one PyTorch case (benchcore.audit): its inputs, outputs and input gradients.
+"""The audit of one PyTorch case (benchcore.measure.audit): its inputs, outputs and input gradients.
 
 Run once per case, untimed, after the timed runs (executor.execute): the inputs as the timed
 runs left them (in-place operators included), the outputs of one more forward, and, when
@@ -8,7 +8,7 @@ timed loop resets every input gradient to None after each iteration, so that bac
 times an accumulation, and nothing of the timed backwards is left to read. The gradients are
 reset afterwards, as after every timed backward.
 
-benchcore.audit counts numpy arrays; a tensor reaches it as follows: a large one a chunk at a
+benchcore.measure.audit counts numpy arrays; a tensor reaches it as follows: a large one a chunk at a
 time (CHUNK_VALUES, so a CUDA tensor is not copied to the host whole); bfloat16 widened to
 float32, which is exact and keeps every class (bfloat16 is float32's upper half: same
 exponent, so the same NaN, infinities and subnormals), and judged as float32; complex as its
@@ -24,13 +24,13 @@ from __future__ import annotations
 import time
 from typing import Any, Dict, Optional
 
-from benchcore import audit
-from benchcore.case import Workload
 from benchcore.errors import error_summary
+from benchcore.measure import audit
+from benchcore.measure.case import Workload
 
 
 def count_tensor(tensor) -> dict:
-    """benchcore.audit's counts of one tensor (see the module docstring for the conversions)."""
+    """benchcore.measure.audit's counts of one tensor (see the module docstring for the conversions)."""
     import torch
 
     t = tensor.detach()

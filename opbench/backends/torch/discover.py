@@ -35,12 +35,21 @@ import time
 import warnings
 from typing import Any, Dict, List, Optional, Tuple
 
-from benchcore.memory import peak_rss, reset_peak_rss, resident_bytes
+from benchcore.measure.memory import peak_rss, reset_peak_rss, resident_bytes
 
 from . import overrides
 from .callables import LAMBDA, LAMBDAS, callable_for, resolve
 from .categories import category_of
-from .sample import Decoder, Scale, Unencodable, describe_sample, descriptors, encode_sample, load, tensors_in
+from .sample import (
+    Decoder,
+    Scale,
+    Unencodable,
+    describe_sample,
+    descriptors,
+    encode_sample,
+    load,
+    tensors_in,
+)
 
 #: one forward plus backward call at the chosen size may take at most this (else k is halved).
 #: Far above a typical call (10 ms), so that scales depend on sizes only, not on the machine's

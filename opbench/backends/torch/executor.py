@@ -1,6 +1,6 @@
 """The worker-side executor for PyTorch cases: one CaseSpec → the metrics of that case.
 
-`execute(spec, options)` is what benchcore.isolation calls in the worker
+`execute(spec, options)` is what benchcore.execute.worker calls in the worker
 (`executor="opbench.backends.torch.executor:execute"`). options: {"settings": RunSettings
 dict, "profiler": "native" | "python", "threads", "seed", "manifest": path,
 "manifest_sha256": …}. The worker reads the manifest (never op_db: see discover.py), finds
@@ -9,7 +9,7 @@ the case's entry by (name, variant), checks the entry is the one the case was pl
 
 Engines
 - python: perf_counter around each call bracketed by a device sync, or CUDA events on a
-  CUDA device (benchcore.timers.timer_for) → a Measurement for forward and backward.
+  CUDA device (benchcore.measure.timers.timer_for) → a Measurement for forward and backward.
 - native: the warmup untimed by the profiler, then the same loop under torch.profiler, each
   timed call inside a record_function range; a call's figure is the time of the operators
   inside its range (on CPU their inclusive CPU time, which leaves out the Python between
@@ -24,8 +24,8 @@ Audit (options["audit"], on unless False): once per case, untimed, after the tim
 (audit.py: the inputs, one more forward, and one more backward's input gradients), with the
 override table's reason when the non-normal values are the operator's (overrides.NON_NORMAL).
 Subnormal flushing (options["flush_denormal"]): torch.set_flush_denormal before the case's
-first operator; `metrics["denormals"]` records what torch's threads really do (benchcore.environment's
-torch_flush_state, as rnnbench's).
+first operator; `metrics["denormals"]` records what torch's threads really do (benchcore.measure.denormals.flush_state
+with torch's setter and multiply, as rnnbench's).
 """
 
 from __future__ import annotations
@@ -33,14 +33,14 @@ from __future__ import annotations
 import functools
 from typing import Any, Dict, List, Optional
 
-from benchcore.case import CaseSpec, Workload
 from benchcore.errors import SkipCase, UsageError
-from benchcore.memory import peak_rss, reset_peak_rss, resident_bytes
-from benchcore.runner import RunSettings, run_workload
-from benchcore.timers import PhaseMarker, timer_for
+from benchcore.measure.case import CaseSpec, Workload
+from benchcore.measure.memory import peak_rss, reset_peak_rss, resident_bytes
+from benchcore.measure.runner import RunSettings, run_workload
+from benchcore.measure.timers import PhaseMarker, timer_for
 
 ENGINES = ("native", "python")
-#: imported by a fresh worker before its first case (benchcore.isolation)
+#: imported by a fresh worker before its first case (benchcore.execute.worker)
 WORKER_PRELOAD = ("torch",)
 #: the profiler range around each timed call
 RANGE_NAME = "opbench::call"
@@ -249,7 +249,7 @@ def execute(spec: CaseSpec, options: dict) -> dict:
     """Run one case with the engine in options["profiler"]; its JSON metrics."""
     import torch
 
-    from benchcore.environment import torch_flush_state
+    from benchcore.measure.denormals import flush_state
 
     from .audit import add_audit
     from .callables import callable_for
@@ -260,7 +260,9 @@ def execute(spec: CaseSpec, options: dict) -> dict:
     if engine not in ENGINES:
         raise UsageError(f"unknown profiler {engine!r}; choose native or python")
     settings = RunSettings.from_dict(options.get("settings") or {})
-    denormals = torch_flush_state(bool(options.get("flush_denormal")))
+    denormals = flush_state(bool(options.get("flush_denormal")), lambda: torch.set_flush_denormal(True),
+                            lambda values, factor: (torch.from_numpy(values) * factor).numpy(), "torch",
+                            "torch.set_flush_denormal is not supported on this CPU (it needs SSE3 on x86)")
     params = spec.params
     name, variant, device = params["op"], params.get("variant") or "", params["device"]
     _check_device(device)

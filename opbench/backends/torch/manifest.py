@@ -202,7 +202,7 @@ def build(path: Path, dtype: str, device: str, size_target: int, seed: int,
         entry = dict(entries[key])
         document["data"].update(entry.pop("data", {}))
         document["entries"].append(entry)
-    from benchcore.report import write_text_atomic
+    from benchcore.report.model import write_text_atomic
 
     write_text_atomic(path, json.dumps(document, allow_nan=False, separators=(",", ":")) + "\n", overwrite=True)
     return load(path)
@@ -263,7 +263,7 @@ def _read_progress(progress: Path, entries: Dict[Key, dict], left_out: Dict[Key,
 
 
 def _now() -> str:
-    from benchcore.environment import now_iso
+    from benchcore.execute.environment import now_iso
 
     return now_iso()
 

@@ -103,7 +103,7 @@ DOMAINS: Dict[Key, Tuple[float, float]] = {
 #: (name, variant) → why it gets no case
 LEFT_OUT: Dict[Key, str] = {}
 
-#: (name, variant) → why its non-normal values are inherent to the operator (benchcore.audit's
+#: (name, variant) → why its non-normal values are inherent to the operator (benchcore.measure.audit's
 #: `expected`); a case whose non-normal values come from its inputs gets other inputs instead
 _UNINITIALIZED = "uninitialized memory: it holds whatever the allocator hands back, subnormals included"
 _MASKED_OUT = "masked-out elements are -inf in log space by definition"

@@ -7,9 +7,8 @@ from __future__ import annotations
 
 from typing import List
 
-from benchcore import audit
-from benchcore.rounds import combine_metrics
-
+from benchcore.measure import audit
+from benchcore.measure.combine import combine_metrics
 from opbench.suite import PROFILER_RULES, declare, recompute_averages, without_derived
 
 EXECUTOR = "opbench.backends.torch.executor:execute"
@@ -20,7 +19,7 @@ RULES = {**PROFILER_RULES, "self_ms": sum, "peak_bytes": max}
 def combine_rounds(per_round: List[dict]) -> dict:
     """A case's rounds as one metrics dict: samples and per-call times joined (round boundaries
     kept), counters summed, averages recomputed from the joined figures, the audit combined by
-    its own rule (benchcore.audit.combine: the rounds' counts agree)."""
+    its own rule (benchcore.measure.audit.combine: the rounds' counts agree)."""
     combined = audit.combine_with_audit(per_round, lambda rest: combine_metrics(
         [without_derived(m) for m in rest], RULES, sample_lists=("per_call_ms",)))
     recompute_averages(combined)

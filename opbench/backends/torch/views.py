@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from typing import List
 
-from benchcore import audit
-from benchcore.report import CaseResult, Report
-
+from benchcore.measure import audit
+from benchcore.report.model import CaseResult, Report
 from opbench.views import MISSING, _fmt, _inputs_text, _sampling_text, _table
 
 HEADERS = ["Operator", "Category", "Inputs", "Fwd Median (ms)", "Fwd IQR (ms)", "Bwd Median (ms)", "Bwd IQR (ms)"]

@@ -14,7 +14,7 @@ import urllib.request
 
 import pytest
 
-from benchcore.commands import main
+from benchcore.cli.commands import main
 from benchcore.history.store import HistoryStore
 from opbench.backends.mxnet.suite import SUITE as OPBENCH
 from rnnbench.suite import SUITE as RNNBENCH

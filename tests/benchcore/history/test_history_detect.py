@@ -11,7 +11,7 @@ import random
 
 import pytest
 
-from benchcore.commands import main
+from benchcore.cli.commands import main
 from benchcore.history.detect import PENALTY, fit, visible_steps
 from opbench.backends.mxnet.suite import SUITE as OPBENCH
 
@@ -95,7 +95,7 @@ def test_a_regression_that_was_undone_does_not_fail_the_gate(reports, tmp_path, 
 def visible_keys(reports, factor):
     """The broadcast_add quantities that a step by `factor` moves by more than the clock's step
     (a real sweep's tiniest cases run in 1-2 µs, where +60% is under a microsecond)."""
-    from benchcore.report import Report
+    from benchcore.report.model import Report
 
     visible = set()
     for result in Report.load(reports["opbench"]).results:

@@ -13,11 +13,11 @@ import threading
 
 import pytest
 
-from benchcore.commands import main
+from benchcore.cli.commands import main
 from benchcore.errors import UsageError
 from benchcore.history import schema
 from benchcore.history.store import HistoryStore
-from benchcore.report import Report
+from benchcore.report.model import Report
 from opbench.backends.mxnet.suite import SUITE as OPBENCH
 from rnnbench.suite import SUITE as RNNBENCH
 

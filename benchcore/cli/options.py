@@ -1,0 +1,308 @@
+"""Pieces both command lines share: run options, thread settings, error handling, progress.
+
+The suites' CLIs are thin layers: they parse flags, build CaseSpecs, run them through
+benchcore.execute.sweep, and hand the results to the report writers. Everything here prints to stderr only, so stdout stays
+machine-readable.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import signal
+import sys
+from pathlib import Path
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
+
+from benchcore.errors import UsageError
+from benchcore.report.model import Report, write_text_atomic
+
+#: adaptive mode's defaults for --min-time and --max-time (seconds of sampling per case)
+MIN_TIME_S = 0.0
+MAX_TIME_S = 10.0
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """argparse, but a bad flag is a UsageError: one line and exit 2, like every user error."""
+
+    def error(self, message):
+        raise UsageError(f"{message}; see {self.prog} --help")
+
+
+def _int_at_least(minimum: int):
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"{value} must be at least {minimum}")
+        return value
+
+    return parse
+
+
+positive_int = _int_at_least(1)
+non_negative_int = _int_at_least(0)
+
+
+def _finite_float(accept: Callable[[float], bool], requirement: str) -> Callable[[str], float]:
+    """An argparse type for a finite number meeting `requirement`: nan passes every `<=` test
+    and then breaks comparisons, JSON and select(); inf overflows timers or disables a check."""
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+        if not math.isfinite(value) or not accept(value):
+            raise argparse.ArgumentTypeError(f"{text} must be a finite number {requirement}")
+        return value
+
+    return parse
+
+
+positive_float = _finite_float(lambda value: value > 0, "greater than 0")
+non_negative_float = _finite_float(lambda value: value >= 0, ">= 0")
+
+
+def add_run_arguments(parser: argparse.ArgumentParser, rounds: int, timeout_s: float = 600.0,
+                      memory_limit_gb: float = 2.0, memory_why: str = "") -> None:
+    """Flags every sweep understands: rounds, isolation, timeouts, resume, threads, adaptive
+    timing. The defaults that differ between suites are parameters."""
+    group = parser.add_argument_group("running")
+    group.add_argument("--rounds", type=positive_int, default=rounds, metavar="N",
+                       help=f"time the case list N times, each round in fresh worker processes and a shuffled order, "
+                            f"the measured runs split over the rounds; comparisons rest on the rounds (default {rounds})")
+    group.add_argument("--threads", type=positive_int, default=None,
+                       help="CPU threads for the frameworks (sets OMP/MKL/OpenBLAS and torch threads before import); recorded in the report")
+    group.add_argument("--timeout", type=positive_float, default=timeout_s,
+                       help=f"seconds one case (one round of it) may take before its worker is killed and it is "
+                            f"recorded as timeout (default {timeout_s:g})")
+    group.add_argument("--resume", action="store_true",
+                       help="continue an interrupted run from its checkpoint (<output>.checkpoint.jsonl)")
+    group.add_argument("--no-isolation", action="store_true",
+                       help="run cases in this process (for debugging); a crash then ends the sweep and --timeout is not enforced")
+    group.add_argument("--memory-limit-gb", type=positive_float, default=memory_limit_gb,
+                       help=f"restart the worker process after a case that leaves it above this resident memory "
+                            f"(default {memory_limit_gb:g}{memory_why})")
+    group.add_argument("--overwrite", action="store_true", help="replace an existing output file")
+    group.add_argument("--target-precision", type=positive_float, default=None,
+                       help="adaptive mode: sample until IQR/median is below this (e.g. 0.05), between --min-time and --max-time")
+    group.add_argument("--min-time", type=non_negative_float, default=None,
+                       help=f"adaptive mode: minimum seconds of sampling per case (default {MIN_TIME_S:g})")
+    group.add_argument("--max-time", type=positive_float, default=None,
+                       help=f"adaptive mode: cap on seconds of sampling per case, a capped case is flagged (default {MAX_TIME_S:g})")
+    add_cluster_arguments(parser)
+
+
+def add_cluster_arguments(parser: argparse.ArgumentParser) -> None:
+    """--ray and its companions (benchcore.execute.cluster.driver): one sweep over a Ray cluster's nodes."""
+    from benchcore.execute.cluster.driver import DEFAULT_MAX_RETRIES
+
+    group = parser.add_argument_group("running on a Ray cluster (needs the ray extra)")
+    group.add_argument("--ray", default=None, metavar="ADDRESS",
+                       help="run the sweep as shards on a Ray cluster: auto (the cluster this machine belongs to), "
+                            "ray://HOST:10001, HOST:6379, or local (start one here to try it); one report at the end")
+    group.add_argument("--shards", type=positive_int, default=None, metavar="N",
+                       help="with --ray: parts to cut the cases into (default: one per eligible node, or per GPU for "
+                            "GPU cases, or per bench_slot resource)")
+    group.add_argument("--max-retries", type=non_negative_int, default=None, metavar="N",
+                       help=f"with --ray: re-run a shard whose node or task was lost up to N times, keeping its finished "
+                            f"cases; then its other cases are recorded as failed (default {DEFAULT_MAX_RETRIES})")
+    group.add_argument("--allow-env-mismatch", action="store_true", default=None,
+                       help="with --ray: run even when the nodes' environments differ (hardware, driver, framework "
+                            "versions); each case's node is recorded and compare judges each environment apart")
+
+
+def apply_threads(threads: Optional[int]) -> None:
+    """Set the thread environment before any framework is imported (workers inherit it)."""
+    if threads is None:
+        return
+    from benchcore.execute.environment import THREAD_VARIABLES
+
+    for name in THREAD_VARIABLES:
+        os.environ[name] = str(threads)
+
+
+FORMATS = ("json", "md")
+
+
+def parse_formats(text: str) -> Tuple[str, ...]:
+    """"json", "md" or "json,md" → a tuple of distinct formats, in the given order."""
+    formats = tuple(dict.fromkeys(f.strip().lower() for f in text.split(",") if f.strip()))
+    if not formats or any(f not in FORMATS for f in formats):
+        raise UsageError(f"--output-format {text!r} is not json, md or json,md; choose one of those")
+    return formats
+
+
+def output_paths(output, formats: Sequence[str], default_stem: str) -> Dict[str, Path]:
+    """{format: path}. One format: the path as given. Two: one stem, each format's suffix
+    (`-o reports/cpu.json -f json,md` → reports/cpu.json and reports/cpu.md)."""
+    if output is None:
+        return {fmt: Path(f"{default_stem}.{fmt}") for fmt in formats}
+    path = Path(output).expanduser()
+    suffix = path.suffix.lower().lstrip(".")
+    if len(formats) == 1:
+        if suffix in FORMATS and suffix != formats[0]:  # Markdown in a .json file breaks every reader
+            raise UsageError(f"-o {output} names a .{suffix} file but the format is {formats[0]}; "
+                             f"name it {path.with_suffix('.' + formats[0]).name} or use -f {suffix}")
+        return {formats[0]: path}
+    stem = path.with_suffix("") if path.suffix.lower() in (".json", ".md") else path
+    return {fmt: stem.with_name(f"{stem.name}.{fmt}") for fmt in formats}
+
+
+def check_output_paths(paths: Dict[str, Path], overwrite: bool) -> None:
+    """Refuse, before any case runs, a path the report could not be written to."""
+    from benchcore.report.model import check_writable
+
+    for path in paths.values():
+        if path.is_dir():
+            raise UsageError(f"output {path} is a folder; pass a file path")
+        check_writable(path, overwrite)
+
+
+def add_output_arguments(parser, default_stem: Optional[str]) -> None:
+    """-f/--output-format json|md|json,md, -o/--output-file PATH and --plot DIR."""
+    where = f"default ./{default_stem}.<json|md>" if default_stem else "default: stdout"
+    parser.add_argument("-f", "--output-format", dest="output_format", default=None, metavar="json|md|json,md",
+                        help="report format; json,md writes both from one stem (default: from the output file's "
+                             "suffix, else json)")
+    parser.add_argument("-o", "--output-file", dest="output_file", default=None, metavar="PATH",
+                        help=f"report path ({where})")
+    parser.add_argument("--plot", default=None, metavar="DIR",
+                        help="also draw PNG charts into DIR (needs the plot extra); the Markdown report links them")
+
+
+def formats_for(args) -> Tuple[str, ...]:
+    """--output-format if given, else the output file's suffix, else json."""
+    if args.output_format:
+        return parse_formats(args.output_format)
+    suffix = Path(args.output_file).suffix.lower() if args.output_file else ""
+    return ("md",) if suffix in (".md", ".markdown") else ("json",)
+
+
+def write_outputs(report, paths: Dict[str, Path], overwrite: bool, to_markdown: Callable, checkpoint=None,
+                  plot_dir=None, suite=None) -> List[Path]:
+    """Write charts (if asked), then the JSON and Markdown views of one in-memory Report.
+
+    A write that fails at the end names the checkpoint that still holds every measured case.
+    """
+    from benchcore.report.model import write_text_atomic
+
+    written: List[Path] = []
+    links = ""
+    if plot_dir:
+        from benchcore.views.charts import chart_links_markdown, write_report_charts
+
+        charts = write_report_charts(report, plot_dir, suite)
+        written += charts
+        markdown_folder = paths["md"].parent if "md" in paths else None
+        links = chart_links_markdown(charts, relative_to=markdown_folder) if charts else ""
+    try:
+        for fmt, path in paths.items():
+            text = report.to_json() if fmt == "json" else to_markdown(report) + ("\n" + links if links else "")
+            written.append(write_text_atomic(path, text + "\n", overwrite=overwrite))
+    except UsageError as exc:
+        if checkpoint is None:
+            raise
+        raise UsageError(f"{exc}; the measured cases are kept in {checkpoint} (rerun with the same output and --resume)") from None
+    return written
+
+
+def parse_shard(text: Optional[str]) -> Optional[Tuple[int, int]]:
+    """"K/N" → (K, N) with 1 <= K <= N."""
+    if text is None:
+        return None
+    try:
+        left, right = text.split("/")
+        index, count = int(left), int(right)
+    except ValueError:
+        raise UsageError(f"--shard {text!r} is not K/N; write e.g. --shard 2/4") from None
+    if not 1 <= index <= count:
+        raise UsageError(f"--shard {text}: K must be between 1 and N; write e.g. --shard 1/{max(count, 1)}")
+    return index, count
+
+
+def add_shard_argument(parser) -> None:
+    parser.add_argument("--shard", default=None, metavar="K/N",
+                        help="run only the K-th of N deterministic parts of the cases (round-robin over the cases "
+                             "sorted by key); join the reports with `merge`")
+
+
+def checkpoint_path_for(output: Path) -> Path:
+    return output.with_name(output.name + ".checkpoint.jsonl")
+
+
+def run_settings_from(args, warmup: int, runs: int, run_backward: bool = True):
+    """RunSettings from the run flags; adaptive-only flags without --target-precision, or a
+    minimum time above the cap, are refused rather than silently ignored or always capped."""
+    from benchcore.measure.runner import RunSettings
+
+    given = [flag for flag, value in (("--min-time", args.min_time), ("--max-time", args.max_time)) if value is not None]
+    if given and args.target_precision is None:
+        raise UsageError(f"{' and '.join(given)} only appl{'y' if len(given) > 1 else 'ies'} in adaptive mode; "
+                         "add --target-precision (e.g. 0.05) "
+                         "or drop them")
+    min_time = MIN_TIME_S if args.min_time is None else args.min_time
+    max_time = MAX_TIME_S if args.max_time is None else args.max_time
+    if min_time > max_time:
+        raise UsageError(f"--min-time {min_time:g} is above --max-time {max_time:g}: every case would be capped; "
+                         "lower --min-time or raise --max-time")
+    return RunSettings(
+        warmup=warmup,
+        runs=runs,
+        run_backward=run_backward,
+        target_precision=args.target_precision,
+        min_time_s=min_time,
+        max_time_s=max_time,
+    )
+
+
+def run_main(main: Callable[[List[str]], int], argv: Optional[Sequence[str]], prog: str) -> int:
+    """Run a CLI main: a UsageError is one line on stderr and exit 2, never a traceback.
+
+    SIGTERM (a CI job's timeout, `kill`) is handled like Ctrl-C: the sweep stops its worker at
+    once and keeps its checkpoint, instead of dying and leaving the worker computing.
+    """
+    previous = _terminate_as_interrupt()
+    try:
+        return main(list(sys.argv[1:] if argv is None else argv))
+    except UsageError as exc:
+        print(f"{prog}: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"{prog}: interrupted; finished cases are kept in the checkpoint, rerun with --resume", file=sys.stderr)
+        return 130
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _terminate_as_interrupt():
+    """Route SIGTERM to KeyboardInterrupt (main thread only); the previous handler, or None."""
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt
+
+    try:
+        return signal.signal(signal.SIGTERM, interrupt)
+    except ValueError:  # not the main thread: signals cannot be handled here
+        return None
+
+
+def load_report(path: str, suite: str) -> Report:
+    """Report.load plus the suite check: an rnnbench report is not for `opbench compare`."""
+    report = Report.load(path)
+    if report.suite != suite:
+        raise UsageError(f"{path} holds a {report.suite} report, not an {suite} one; use `{report.suite}` instead of "
+                         f"`{suite}` for it")
+    return report
+
+
+def emit(text: str, output: Optional[str], overwrite: bool) -> None:
+    if output is None:
+        sys.stdout.write(text if text.endswith("\n") else text + "\n")
+        sys.stdout.flush()
+    else:
+        path = write_text_atomic(output, text if text.endswith("\n") else text + "\n", overwrite=overwrite)
+        print(f"wrote {path}", file=sys.stderr)

@@ -1,0 +1,155 @@
+"""Rounds: the case list timed N times, each time in fresh worker processes and a new order.
+
+Why: on this kind of machine the variance of a timing lies mostly *between* processes (memory
+layout, caches, the machine's state that minute), not inside one. Fifty samples from one
+process say a lot about that process and little about the build; a comparison must rest on
+several processes per side. So a sweep of N rounds runs the whole case list N times, each
+round in a new worker and in its own shuffled order (so no case always runs after the same
+neighbour, or always early while the machine is cool), with the measured runs split over the
+rounds. Each case's per-round metrics are then combined into one result whose samples keep
+their round boundaries (benchcore.measure.measurement.Measurement.round_sizes).
+
+An A/B run (`ab`) schedules two sides the same way and alternates them case by case, ABBA, so
+that drift of the machine hits both sides alike.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from dataclasses import dataclass
+from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple
+
+from benchcore.errors import UsageError
+from benchcore.execute.checkpoint import Slot
+from benchcore.measure.case import CaseSpec
+from benchcore.report.model import CaseResult
+
+#: function(per-round metrics dicts) → one metrics dict: a suite's combiner
+Combiner = Callable[[List[dict]], dict]
+
+#: The status a case gets when its rounds disagree: the worst one (a crash in one round of five
+#: is a crash, not a footnote).
+STATUS_ORDER = ("crashed", "timeout", "failed", "skipped", "ok")
+
+
+#: Warmup iterations every round gets, when the warmup asked for has at least this many: a
+#: fresh process must reach steady state again (first-call allocation, MKLDNN primitives,
+#: TorchScript's profiling executor, which optimises after its first profiled run). Measured
+#: (docs/COMPARING.md): after the warmup, the first timed iterations of a round run a few percent
+#: slow on average, which moves a round's median by under 1%, against 10-15% between rounds on
+#: this machine; a floor of 5 instead cost rnnbench's default group 1.6x the wall time of one
+#: round (15 warmup iterations instead of 5), a floor of 2 keeps it near 1.1x.
+WARMUP_FLOOR = 2
+
+
+@dataclass(frozen=True)
+class RoundPlan:
+    """How a sweep's iterations are spread over rounds, and the seed of the rounds' orders.
+
+    The measured runs and the warmup are split over the rounds (ceil(runs / rounds) each; the
+    warmup likewise, but never below WARMUP_FLOOR), so N rounds cost about what one round did
+    plus N - 1 worker starts and per-case setups.
+    """
+
+    rounds: int = 1
+    order_seed: int = 0
+
+    def __post_init__(self):
+        if self.rounds < 1:
+            raise UsageError(f"--rounds must be at least 1, got {self.rounds}")
+
+    def runs_per_round(self, runs: int) -> int:
+        return max(1, math.ceil(runs / self.rounds))
+
+    def warmup_per_round(self, warmup: int) -> int:
+        return max(math.ceil(warmup / self.rounds), min(warmup, WARMUP_FLOOR))
+
+    def order(self, specs: Sequence[CaseSpec], round_number: int) -> List[CaseSpec]:
+        """The case order of one round: as given for a single round, else shuffled with a
+        generator seeded by (order_seed, round), so a resumed run repeats it exactly."""
+        ordered = list(specs)
+        if self.rounds > 1:
+            random.Random(f"{self.order_seed}/{round_number}").shuffle(ordered)
+        return ordered
+
+    def slots(self, specs: Sequence[CaseSpec], sides: Sequence[str] = ("",)) -> List[Slot]:
+        """Every case of every round; with two sides, alternated ABBA case by case (A B, B A,
+        A B, …, continuing across rounds), so each side runs first half of the time."""
+        slots: List[Slot] = []
+        pair = 0
+        for number in range(1, self.rounds + 1):
+            for spec in self.order(specs, number):
+                turn = sides if pair % 2 == 0 else tuple(reversed(sides))
+                slots += [Slot(spec, number, side) for side in turn]
+                pair += 1
+        return slots
+
+    def to_dict(self) -> dict:
+        return {"rounds": self.rounds, "order_seed": self.order_seed}
+
+
+# --------------------------------------------------------------------------- combining rounds
+
+
+def combine_results(slot_results: Iterable[Tuple[Slot, CaseResult]], specs: Sequence[CaseSpec],
+                    combine: Combiner, side: str = "") -> List[CaseResult]:
+    """One CaseResult per spec (in the given order) from its rounds on `side`."""
+    by_key: Dict[str, List[Tuple[Slot, CaseResult, int]]] = {}
+    positions: Dict[tuple, int] = {}
+    for slot, result in slot_results:
+        position = positions.setdefault((slot.side, slot.round), 0)
+        positions[(slot.side, slot.round)] += 1
+        if slot.side == side:
+            by_key.setdefault(slot.spec.key, []).append((slot, result, position))
+    return [combine_case(spec, by_key.get(spec.key, []), combine) for spec in specs]
+
+
+def combine_case(spec: CaseSpec, rounds: List[Tuple[Slot, CaseResult, int]], combine: Combiner) -> CaseResult:
+    """A case's rounds → one result: the worst status, the ok rounds' metrics combined, and
+    a record per round. A single round is returned as it ran (no rounds record)."""
+    if not rounds:
+        raise ValueError(f"no round of case {spec.key} ran")
+    if len(rounds) == 1:
+        return rounds[0][1]
+    results = [result for _slot, result, _pos in rounds]
+    worst = min(results, key=lambda r: STATUS_ORDER.index(r.status))
+    ok = [r.metrics for r in results if r.ok]
+    nodes = {r.node for r in results}
+    return CaseResult(
+        spec=spec,
+        status=worst.status,
+        metrics=combine(ok) if ok else worst.metrics,
+        error=_round_errors([(slot.round, r) for slot, r, _pos in rounds]),
+        stderr_tail=worst.stderr_tail,
+        wall_s=sum(r.wall_s or 0.0 for r in results),
+        rounds=[{"round": slot.round, "position": pos, "status": r.status, "wall_s": r.wall_s,
+                 **({"error": r.error} if r.error else {}), **({"node": r.node} if r.node else {})}
+                for slot, r, pos in rounds],
+        node=nodes.pop() if len(nodes) == 1 else None,
+    )
+
+
+def _round_errors(rounds: List[Tuple[int, CaseResult]]) -> Optional[str]:
+    """The errors of the rounds that did not end ok, each error once with the rounds it ended
+    (a deterministic failure reads as itself, not repeated per round)."""
+    by_error: Dict[str, List[int]] = {}
+    for number, result in rounds:
+        if not result.ok and result.error:
+            by_error.setdefault(result.error, []).append(number)
+    if not by_error:
+        return None
+    every = len(rounds)
+    parts = [error if len(numbers) == every else f"{error} (round{'s' if len(numbers) > 1 else ''} "
+             f"{', '.join(map(str, numbers))} of {every})" for error, numbers in by_error.items()]
+    return "; ".join(parts)
+
+
+def shard_specs(specs, shard: Optional[Tuple[int, int]]):
+    """Round-robin over the cases sorted by key: the N shards partition the list exactly, and
+    each gets a similar mix of cases, whatever order the suite generated them in."""
+    if shard is None:
+        return list(specs)
+    index, count = shard
+    ordered = sorted(specs, key=lambda spec: spec.key)
+    return [spec for position, spec in enumerate(ordered) if position % count == index - 1]

@@ -1,0 +1,435 @@
+"""Run cases in a reused worker subprocess so one crashing case never costs the sweep.
+
+The parent sends one case at a time to a worker (`python -m benchcore.execute.worker EXECUTOR`)
+over a pipe and waits for its answer with a timeout. The worker imports the suite's executor
+once and is reused across cases, so the framework import and its warm caches are paid once.
+An executor's module may name the modules to import before the first case in `WORKER_PRELOAD`
+(e.g. the framework): the worker reports ready only after them, and a case's timeout and wall
+time start when the worker is ready, so they never include a worker's start-up.
+
+- An exception in the executor is answered as `failed`, with the traceback.
+- A worker that dies (segfault, abort, SIGKILL) is recorded as `crashed`, with the signal and
+  the tail of its stderr; a worker that does not answer within the timeout is killed and the
+  case recorded as `timeout`. A fresh worker takes the next case.
+- A worker whose resident memory passes the ceiling is restarted after its case, which keeps
+  a long sweep's memory bounded (MXNet's pooled allocator never returns memory to the OS).
+- Every finished result is appended to the checkpoint at once (benchcore.execute.checkpoint),
+  so Ctrl-C or `kill -9` of the parent loses nothing; `resume` skips what is there.
+
+isolate=False runs the executor in this process, for debugging with pdb or a profiler; then a
+crash ends the sweep and no timeout is enforced.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import select
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+from pathlib import Path
+from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple
+
+from benchcore.errors import SkipCase, UsageError, error_summary
+from benchcore.execute.checkpoint import (
+    Checkpoint,
+    Slot,
+    check_checkpoint,
+    json_default,
+)
+from benchcore.measure import reference
+from benchcore.measure.case import CaseSpec
+from benchcore.measure.memory import resident_bytes
+from benchcore.report.model import CaseResult
+
+STDERR_TAIL_CHARS = 4000
+#: How long a fresh worker may take to import its executor and WORKER_PRELOAD modules: the
+#: case's timeout, but never less than the floor (a cold import of a framework can take tens of
+#: seconds), and the default when cases have no timeout.
+STARTUP_TIMEOUT_FLOOR_S = 60.0
+STARTUP_TIMEOUT_S = 600.0
+READY = {"ready": True}
+#: the environment variable naming a worker's scratch folder (see Worker)
+SCRATCH_ENV = "BENCHCORE_WORKER_SCRATCH"
+#: a scratch folder's name: this prefix, the parent's process id, a dash, a random part
+SCRATCH_PREFIX = "benchcore-worker-"
+
+
+def load_executor(path: str, preload: bool = False) -> Callable[[CaseSpec, dict], dict]:
+    """Import "package.module:function" (and, with preload, the module's WORKER_PRELOAD)."""
+    module_name, _, function_name = path.partition(":")
+    if not function_name:
+        raise UsageError(f"executor {path!r} must look like 'package.module:function'")
+    module = importlib.import_module(module_name)
+    for name in getattr(module, "WORKER_PRELOAD", ()) if preload else ():
+        importlib.import_module(name)
+    return getattr(module, function_name)
+
+
+def execute_one(executor: Callable, spec: CaseSpec, options: dict) -> dict:
+    """Run one case and answer with a result message (never raises for case errors)."""
+    started = time.perf_counter()
+    run = reference.execute if reference.is_reference(spec) else executor
+    try:
+        metrics = run(spec, options)
+        answer = {"status": "ok", "metrics": metrics or {}}
+    except SkipCase as exc:
+        answer = {"status": "skipped", "error": str(exc) or "skipped"}
+    except Exception as exc:  # the case failed, the worker lives on
+        answer = {
+            "status": "failed",
+            "error": error_summary(exc),
+            "traceback": traceback.format_exc()[-STDERR_TAIL_CHARS:],
+        }
+    answer["wall_s"] = time.perf_counter() - started
+    return answer
+
+
+
+def worker_main(executor_path: str) -> None:
+    """The worker loop: one JSON request per stdin line, one JSON answer per line.
+
+    The protocol uses a private duplicate of stdout; fd 1 is pointed at stderr so that stray
+    prints from frameworks cannot corrupt the protocol.
+    """
+    protocol = os.fdopen(os.dup(1), "w", buffering=1)
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    executor = load_executor(executor_path, preload=True)
+    protocol.write(json.dumps(READY) + "\n")
+    for line in sys.stdin:
+        if not line.strip():
+            continue
+        request = json.loads(line)
+        answer = execute_one(executor, CaseSpec.from_dict(request["spec"]), request.get("options") or {})
+        answer["rss_bytes"] = resident_bytes()
+        protocol.write(json.dumps(answer, default=json_default) + "\n")
+
+
+def _describe_exit(returncode: Optional[int]) -> str:
+    if returncode is None:
+        return "worker stopped answering"
+    if returncode < 0:
+        try:
+            name = signal.Signals(-returncode).name
+        except ValueError:
+            name = f"signal {-returncode}"
+        return f"worker killed by {name}"
+    return f"worker exited with status {returncode}"
+
+
+def remove_orphaned_scratch() -> None:
+    """Remove the scratch folders of parents that no longer run (killed outright, or a cluster
+    node's actor that was stopped), so their workers' files do not pile up."""
+    for folder in Path(tempfile.gettempdir()).glob(f"{SCRATCH_PREFIX}*-*"):
+        owner = folder.name[len(SCRATCH_PREFIX):].split("-", 1)[0]
+        if owner.isdigit() and not _running(int(owner)):
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)  # PermissionError (another user's process) means it runs too
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass
+    return True
+
+
+def die_with_parent() -> None:
+    """In the forked worker, before exec: Linux sends it SIGKILL when the parent dies, so a
+    parent killed outright (SIGKILL, OOM) never leaves a worker computing and skewing whatever
+    runs next on the machine. Elsewhere a no-op."""
+    if _PRCTL is not None:
+        _PRCTL(_PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+def _find_prctl():
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        import ctypes
+
+        return ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+
+
+_PR_SET_PDEATHSIG = 1
+_PRCTL = _find_prctl()  # looked up here: the forked child must not import or load libraries
+
+
+class Worker:
+    """One worker subprocess plus the file its stderr goes to.
+
+    `python` is the interpreter it runs under: this one by default; another environment's
+    (an A/B run of two framework builds) imports this suite's code from `env`'s PYTHONPATH.
+    """
+
+    def __init__(self, executor: str, env: Optional[Dict[str, str]] = None, python: Optional[str] = None):
+        self.stderr_file = tempfile.TemporaryFile(mode="w+b")
+        # the worker's files (MXNet's exit-time trace) go here; the parent removes it, so a
+        # worker killed for a timeout or a crash leaves nothing behind in the temporary folder,
+        # and a parent that was killed itself has its folders removed by the next one to start
+        remove_orphaned_scratch()
+        self.scratch = tempfile.mkdtemp(prefix=f"{SCRATCH_PREFIX}{os.getpid()}-")
+        env = dict(os.environ if env is None else env, **{SCRATCH_ENV: self.scratch})
+        self.process = subprocess.Popen(
+            [python or sys.executable, "-m", "benchcore.execute.worker", executor],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self.stderr_file,
+            env=env,
+            start_new_session=True,  # Ctrl-C reaches the parent, which then stops the worker
+            preexec_fn=die_with_parent,
+        )
+        self.rss_bytes: Optional[int] = None
+        self.ready = False
+
+    def wait_ready(self, timeout_s: Optional[float] = None) -> Optional[dict]:
+        """Wait for the worker's start-up; None when ready, else the crashed/timeout answer
+        for the case that was to run."""
+        if self.ready:
+            return None
+        started = time.perf_counter()
+        limit = STARTUP_TIMEOUT_S if timeout_s is None else max(timeout_s, STARTUP_TIMEOUT_FLOOR_S)
+        line = self._read_line(limit)
+        wall_s = time.perf_counter() - started
+        if line and line.strip() == json.dumps(READY).encode():
+            self.ready = True
+            return None
+        if line is None:
+            self.kill()
+            return {"status": "timeout", "error": f"worker did not start within {limit:g} s; killed",
+                    "stderr_tail": self.stderr_since(0), "wall_s": wall_s}
+        if line:  # not the protocol's greeting: this worker cannot be trusted with a case
+            self.kill()
+            error = f"worker sent {line[:80]!r} instead of its ready greeting; killed"
+        else:
+            error = f"{_describe_exit(self.process.wait())} while starting"
+        return {"status": "crashed", "error": error, "stderr_tail": self.stderr_since(0), "wall_s": wall_s}
+
+    def stderr_since(self, offset: int) -> str:
+        self.stderr_file.flush()
+        self.stderr_file.seek(offset)
+        data = self.stderr_file.read().decode("utf-8", "replace")
+        return data[-STDERR_TAIL_CHARS:]
+
+    def stderr_offset(self) -> int:
+        self.stderr_file.seek(0, os.SEEK_END)
+        return self.stderr_file.tell()
+
+    def request(self, spec: CaseSpec, options: dict, timeout_s: Optional[float]) -> dict:
+        """Send a case; return the worker's answer or a crashed/timeout answer."""
+        failed_start = self.wait_ready(timeout_s)
+        if failed_start:
+            return failed_start
+        offset = self.stderr_offset()
+        started = time.perf_counter()
+        try:
+            self.process.stdin.write((json.dumps({"spec": spec.to_dict(), "options": options}) + "\n").encode())
+            self.process.stdin.flush()
+        except BrokenPipeError:
+            pass  # the read below sees the death
+        line = self._read_line(timeout_s)
+        wall_s = time.perf_counter() - started
+        if line is None:
+            self.kill()
+            return {"status": "timeout", "error": f"case did not finish within {timeout_s:g} s; worker killed",
+                    "stderr_tail": self.stderr_since(offset), "wall_s": wall_s}
+        if not line:
+            returncode = self.process.wait()
+            return {"status": "crashed", "error": _describe_exit(returncode),
+                    "stderr_tail": self.stderr_since(offset), "wall_s": wall_s}
+        answer = json.loads(line)
+        self.rss_bytes = answer.pop("rss_bytes", None)
+        if answer["status"] == "failed":
+            tail = self.stderr_since(offset)
+            answer["stderr_tail"] = (answer.pop("traceback", "") + ("\n" + tail if tail else ""))[-STDERR_TAIL_CHARS:]
+        return answer
+
+    def _read_line(self, timeout_s: Optional[float]) -> Optional[bytes]:
+        """A line, b'' at EOF (worker died), or None on timeout."""
+        stream = self.process.stdout
+        if timeout_s is not None:
+            ready, _, _ = select.select([stream], [], [], timeout_s)
+            if not ready:
+                return None
+        return stream.readline()
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def kill(self) -> None:
+        if self.process.poll() is None:
+            try:
+                os.killpg(self.process.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                self.process.kill()
+        self.process.wait()
+        shutil.rmtree(self.scratch, ignore_errors=True)
+
+    def close(self) -> None:
+        if self.process.poll() is None:
+            try:
+                self.process.stdin.close()
+                self.process.wait(timeout=5)
+            except (BrokenPipeError, subprocess.TimeoutExpired, OSError):
+                self.kill()
+        shutil.rmtree(self.scratch, ignore_errors=True)
+        self.stderr_file.close()
+
+
+def _result(spec: CaseSpec, answer: dict) -> CaseResult:
+    return CaseResult(
+        spec=spec,
+        status=answer["status"],
+        metrics=answer.get("metrics") or {},
+        error=answer.get("error"),
+        stderr_tail=answer.get("stderr_tail"),
+        wall_s=answer.get("wall_s"),
+    )
+
+
+def run_cases(specs: Iterable[CaseSpec], executor: str, options: Optional[dict] = None, **kwargs) -> List[CaseResult]:
+    """Every spec once, in the order given, in one worker: one CaseResult per spec (see run_slots)."""
+    return [result for _slot, result in run_slots([Slot(spec) for spec in specs], executor, options, **kwargs)]
+
+
+def run_slots(
+    slots: Sequence[Slot],
+    executor: str,
+    options: Optional[dict] = None,
+    *,
+    isolate: bool = True,
+    timeout_s: Optional[float] = None,
+    checkpoint=None,
+    resume: bool = False,
+    memory_limit_bytes: Optional[int] = None,
+    env: Optional[Dict[str, str]] = None,
+    pythons: Optional[Dict[str, str]] = None,
+    on_start: Optional[Callable[[CaseSpec, int, int], None]] = None,
+    on_result: Optional[Callable[[CaseResult], None]] = None,
+) -> List[Tuple[Slot, CaseResult]]:
+    """Run every slot, in the order given; (slot, result) pairs in that order.
+
+    Each side ("" or an A/B run's "base"/"new") has its own worker, under `pythons[side]` when
+    given; all workers are replaced when the round changes, so each round is timed in fresh
+    processes. With a checkpoint path, finished results are appended as they arrive; an existing
+    checkpoint is refused unless resume is set (it holds an interrupted run's results), and with
+    resume its slots are taken from it instead of being run again.
+    """
+    slots = list(slots)
+    options = options or {}
+    store = Checkpoint(checkpoint) if checkpoint else None
+    done: Dict[tuple, CaseResult] = {}
+    if store and check_checkpoint(store.path, options, resume):
+        done = store.load()
+    elif store:
+        store.start(options)
+    runners = _Runners(executor, isolate, env, memory_limit_bytes, pythons or {})
+    results: List[Tuple[Slot, CaseResult]] = []
+    try:
+        for index, slot in enumerate(slots):
+            result = done.get(slot.key)
+            if result is None:
+                if on_start:
+                    on_start(slot.spec, index, len(slots))
+                result = _result(slot.spec, runners.run(slot, options, timeout_s))
+                if store:
+                    store.append(result, slot)
+            results.append((slot, result))
+            if on_result:
+                on_result(result)
+    except BaseException:  # Ctrl-C or an error here: stop the workers now, not after a grace period
+        runners.close(kill=True)
+        raise
+    runners.close()
+    return results
+
+
+class _Runners:
+    """One runner per side, all replaced when a new round starts."""
+
+    def __init__(self, executor: str, isolate: bool, env, memory_limit_bytes, pythons: Dict[str, str]):
+        self.executor, self.isolate, self.env = executor, isolate, env
+        self.memory_limit_bytes, self.pythons = memory_limit_bytes, pythons
+        self.by_side: Dict[str, object] = {}
+        self.round: Optional[int] = None
+
+    def run(self, slot: Slot, options: dict, timeout_s):
+        if slot.round != self.round:
+            self.close()
+            self.round = slot.round
+        runner = self.by_side.get(slot.side)
+        if runner is None:
+            runner = (_Isolated(self.executor, self.env, self.memory_limit_bytes, self.pythons.get(slot.side))
+                      if self.isolate else _InProcess(self.executor))
+            self.by_side[slot.side] = runner
+        return runner.run(slot.spec, options, timeout_s)
+
+    def close(self, kill: bool = False):
+        for runner in self.by_side.values():
+            runner.close(kill=kill)
+        self.by_side = {}
+
+
+class _InProcess:
+    def __init__(self, executor: str):
+        self.executor = load_executor(executor)
+
+    def run(self, spec, options, timeout_s):
+        return execute_one(self.executor, spec, options)
+
+    def close(self, kill: bool = False):
+        pass
+
+
+class _Isolated:
+    def __init__(self, executor: str, env, memory_limit_bytes, python: Optional[str] = None):
+        self.executor = executor
+        self.env = env
+        self.memory_limit_bytes = memory_limit_bytes
+        self.python = python
+        self.worker: Optional[Worker] = None
+
+    def run(self, spec, options, timeout_s):
+        if self.worker is None or not self.worker.alive():
+            self._replace_worker()
+        answer = self.worker.request(spec, options, timeout_s)
+        over_limit = (
+            self.memory_limit_bytes is not None
+            and self.worker.rss_bytes is not None
+            and self.worker.rss_bytes > self.memory_limit_bytes
+        )
+        if answer["status"] in ("crashed", "timeout") or over_limit:
+            self._replace_worker(start=False)
+        return answer
+
+    def _replace_worker(self, start: bool = True):
+        if self.worker is not None:
+            self.worker.close()
+            self.worker = None
+        if start:
+            self.worker = Worker(self.executor, self.env, self.python)
+
+    def close(self, kill: bool = False):
+        if kill and self.worker is not None:
+            self.worker.kill()
+        self._replace_worker(start=False)
+
+
+if __name__ == "__main__":
+    worker_main(sys.argv[1])
+
+
+def memory_limit_bytes(args) -> Optional[int]:
+    """--memory-limit-gb in bytes (the workers' restart ceiling); None without one."""
+    return int(args.memory_limit_gb * 2**30) if args.memory_limit_gb else None

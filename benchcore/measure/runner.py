@@ -1,0 +1,147 @@
+"""The timing loop: warmup, then timed runs of forward and backward → Measurements.
+
+Forward and backward are timed separately. backward_setup (e.g. drawing a random
+grad_output) and gradient zeroing happen outside the timed regions. No garbage collection is
+forced between iterations (fastrnns' two gc.collect() per iteration cost ~150 ms each);
+instead the timers disable the collector inside the timed regions only.
+
+Adaptive mode (target_precision set) keeps sampling until IQR/median of every timed quantity
+is under the target, after at least min_runs samples and min_time_s seconds, or until
+max_time_s runs out, in which case the outcome is flagged `capped`.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass
+from typing import Callable, List, Optional, Tuple
+
+from benchcore.errors import UsageError
+from benchcore.measure.case import Workload
+from benchcore.measure.measurement import Measurement, within_step
+
+
+@dataclass
+class RunSettings:
+    warmup: int = 10
+    runs: int = 100
+    run_backward: bool = True
+    # Adaptive mode is on when target_precision is set.
+    target_precision: Optional[float] = None
+    min_runs: int = 5
+    min_time_s: float = 0.0
+    max_time_s: float = 10.0
+
+    def __post_init__(self):
+        if self.warmup < 0:
+            raise UsageError(f"warmup must be >= 0, got {self.warmup}")
+        if self.runs < 1:
+            raise UsageError(f"runs must be >= 1, got {self.runs}")
+        if self.target_precision is not None and not 0 < self.target_precision < 1:
+            raise UsageError(f"target precision must be between 0 and 1 (e.g. 0.05), got {self.target_precision}")
+
+    @property
+    def adaptive(self) -> bool:
+        return self.target_precision is not None
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "RunSettings":
+        return cls(**{k: v for k, v in data.items() if k in cls.__dataclass_fields__})
+
+
+@dataclass
+class RunOutcome:
+    forward: Measurement
+    backward: Optional[Measurement]
+    #: adaptive mode stopped at max_time_s before reaching the target precision
+    capped: bool
+    #: time inside timed calls, warmup included (ms): the denominator of overhead figures
+    timed_total_ms: float
+    warmup: int
+
+    def to_dict(self) -> dict:
+        return {
+            "forward": self.forward.to_dict(),
+            "backward": self.backward.to_dict() if self.backward else None,
+            "capped": self.capped,
+            "timed_total_ms": self.timed_total_ms,
+            "warmup": self.warmup,
+        }
+
+
+def _iteration(workload: Workload, timer, with_backward: bool):
+    output, forward_ms = timer.time(workload.forward)
+    if not with_backward:
+        return forward_ms, None
+    prepared = workload.backward_setup(output) if workload.backward_setup else output
+    _, backward_ms = timer.time(lambda: workload.backward(prepared))
+    if workload.zero_grad:
+        workload.zero_grad()
+    return forward_ms, backward_ms
+
+
+def _precise_enough(samples: List[float], target: float, resolution_ms: float = 0.0) -> bool:
+    """IQR/median under the target, or an IQR no wider than the clock's step (finer precision
+    cannot be had: a 4 µs call on a 1 µs clock would otherwise never stop before the cap)."""
+    m = Measurement(samples)
+    if within_step(m.iqr, resolution_ms):
+        return True
+    return m.relative_iqr is not None and m.relative_iqr < target
+
+
+def run_workload(
+    workload: Workload,
+    settings: RunSettings,
+    timer,
+    clock: Callable[[], float] = time.perf_counter,
+    reported: Optional[Callable[[], Tuple[List[float], List[float]]]] = None,
+    resolution_ms: float = 0.0,
+) -> RunOutcome:
+    """Time `workload` with `timer` (see timers.py); `clock` paces adaptive mode only.
+
+    `reported`, when given, returns the (forward, backward) samples so far that the suite will
+    report instead of the timer's (opbench's native engine reports the profiler's per-call
+    times); adaptive mode then judges precision on those, falling back to the timer's samples
+    for a phase the reported source has nothing for. `resolution_ms` is that source's clock step.
+    """
+    with_backward = settings.run_backward and workload.has_backward
+    timed_total = 0.0
+    for _ in range(settings.warmup):
+        f, b = _iteration(workload, timer, with_backward)
+        timed_total += f + (b or 0.0)
+
+    forward: List[float] = []
+    backward: List[float] = []
+    capped = False
+    started = clock()
+    while True:
+        f, b = _iteration(workload, timer, with_backward)
+        timed_total += f + (b or 0.0)
+        forward.append(f)
+        if b is not None:
+            backward.append(b)
+        if not settings.adaptive:
+            if len(forward) >= settings.runs:
+                break
+            continue
+        elapsed = clock() - started
+        if len(forward) >= settings.min_runs and elapsed >= settings.min_time_s:
+            judged_forward, judged_backward = reported() if reported else (forward, backward)
+            target = settings.target_precision
+            if _precise_enough(judged_forward or forward, target, resolution_ms) and (
+                not backward or _precise_enough(judged_backward or backward, target, resolution_ms)
+            ):
+                break
+        if elapsed >= settings.max_time_s:
+            capped = True
+            break
+    return RunOutcome(
+        forward=Measurement(forward),
+        backward=Measurement(backward) if backward else None,
+        capped=capped,
+        timed_total_ms=timed_total,
+        warmup=settings.warmup,
+    )

@@ -1,0 +1,175 @@
+"""Join the reports of a sharded sweep (`--shard K/N`) into one report.
+
+A sweep split over machines or processes must come back as one report that reads like the
+unsharded run. Joining is only safe when the shards are parts of the *same* sweep, so anything
+that says otherwise — another suite, other settings, another shard count, a shard twice, a case
+in two shards — is refused with one line naming it. Each shard keeps its own environment
+(shards may have run on different machines) under extra["shards"]; the top-level environment
+is the first shard's, and the timing-relevant keys on which shards differ are listed.
+
+What a suite derives from its whole result list (its result order, opbench's operators
+without a benchmark) cannot be joined shard by shard: the suite's merge command passes a
+finisher that rebuilds it from the merged results, and the per-shard copies of the extras it
+rebuilt are dropped.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Dict, List, Optional, Sequence
+
+from benchcore.errors import UsageError
+from benchcore.measure import reference
+from benchcore.report.identity import environment_differences
+from benchcore.report.model import CaseResult, Report
+
+#: function(merged Report) → the Report as the suite's unsharded run would write it (result
+#: order, extras derived from the results).
+Finisher = Callable[[Report], Report]
+
+#: settings that legitimately differ between shards of one sweep
+SHARD_VARIANT_SETTINGS = ("shard", "output", "output_file", "checkpoint", "resume", "argv", "command_line")
+
+
+@dataclass(frozen=True)
+class ShardInfo:
+    index: int  # 1-based, as on the command line
+    count: int
+
+    def __str__(self) -> str:
+        return f"{self.index}/{self.count}"
+
+
+def parse_shard(value, source: str = "report") -> ShardInfo:
+    """Accept "K/N" or {"index": K, "count": N} (K is 1-based)."""
+    index = count = None
+    if isinstance(value, str) and value.count("/") == 1:
+        left, right = value.split("/")
+        try:
+            index, count = int(left), int(right)
+        except ValueError:
+            pass
+    elif isinstance(value, dict):
+        index, count = value.get("index"), value.get("count")
+    if not (isinstance(index, int) and isinstance(count, int) and 1 <= index <= count):
+        raise UsageError(f"{source} has no valid shard in its settings (got {value!r}); merge only reports written with --shard K/N")
+    return ShardInfo(index, count)
+
+
+def _sources(reports: Sequence[Report], sources: Optional[Sequence[str]]) -> List[str]:
+    if sources is not None and len(sources) == len(reports):
+        return [str(s) for s in sources]
+    return [f"report {i + 1}" for i in range(len(reports))]
+
+
+def merge(reports: List[Report], sources: Optional[Sequence[str]] = None, allow_partial: bool = False,
+          finish: Optional[Finisher] = None) -> Report:
+    """One report from shards of one sweep; `sources` names them in messages (e.g. file paths).
+
+    Missing shards (e.g. 1/3 and 3/3 only) are refused unless allow_partial; a partial merge
+    records the missing indices in extra["merge"]["missing_shards"], so it is never mistaken
+    for the whole sweep. `finish`, the suite's finisher, rebuilds what the suite derives from
+    all its results; without one, results stay in shard order.
+    """
+    if not reports:
+        raise UsageError("nothing to merge; pass the JSON reports of the shards")
+    names = _sources(reports, sources)
+    shards = [parse_shard(r.settings.get("shard"), name) for r, name in zip(reports, names)]
+    _check_consistent(reports, shards, names)
+    order = sorted(range(len(reports)), key=lambda i: shards[i].index)
+    count = shards[0].count
+    missing = sorted(set(range(1, count + 1)) - {s.index for s in shards})
+    if missing and not allow_partial:
+        listed = ", ".join(f"{k}/{count}" for k in missing)
+        raise UsageError(f"shards {listed} are missing; pass them too, or --allow-partial to merge only these")
+
+    results: List[CaseResult] = []
+    seen: Dict[str, str] = {}
+    for i in order:
+        for result in reports[i].results:
+            key = result.spec.key
+            if key in seen:
+                raise UsageError(f"case {key} is in both {seen[key]} and {names[i]}; shards must not overlap")
+            seen[key] = names[i]
+            results.append(result)
+
+    first = reports[order[0]]
+    # the whole sweep: no shard, and no one shard's output path or command line
+    settings = {**first.settings, **{k: None for k in SHARD_VARIANT_SETTINGS if k in first.settings}, "shard": None}
+    extra, per_shard_extra = _merge_extras([reports[i] for i in order])
+    differences = [environment_differences(first, reports[i]) for i in order[1:]]
+    extra["shards"] = [
+        {"shard": str(shards[i]), "source": names[i], "cases": len(reports[i].results),
+         "environment": reports[i].environment, **({"extra": per_shard_extra[j]} if per_shard_extra[j] else {})}
+        for j, i in enumerate(order)
+    ]
+    extra["merge"] = {
+        "shard_count": count,
+        "merged_shards": [shards[i].index for i in order],
+        "missing_shards": missing,
+        "environment_differs": sorted({d["key"] for diff in differences for d in diff}),
+    }
+    merged = Report(suite=first.suite, environment=_merged_environment([reports[i] for i in order]),
+                    settings=settings, results=results, extra=extra, schema_version=first.schema_version)
+    return _finished(merged, finish) if finish else merged
+
+
+def _merged_environment(reports: Sequence[Report]) -> dict:
+    """The first shard's environment, with the machine reference of all shards joined (each
+    shard's rounds are more rounds of the machine; see benchcore.measure.reference)."""
+    environment = dict(reports[0].environment)
+    system = environment.get("system")
+    if isinstance(system, dict) and "reference" in system:
+        blocks = [((r.environment or {}).get("system") or {}).get("reference") for r in reports]
+        environment["system"] = dict(system, reference=reference.merged(blocks))
+    return environment
+
+
+def _finished(merged: Report, finish: Finisher) -> Report:
+    """The suite's finisher applied; a shard keeps only the extras that were not rebuilt."""
+    report = finish(merged)
+    for shard in report.extra.get("shards", []):
+        kept = {k: v for k, v in shard.pop("extra", {}).items() if k not in report.extra}
+        if kept:
+            shard["extra"] = kept
+    return report
+
+
+def _check_consistent(reports: Sequence[Report], shards: Sequence[ShardInfo], names: Sequence[str]) -> None:
+    first, first_name = reports[0], names[0]
+    seen: Dict[int, str] = {}
+    for report, shard, name in zip(reports, shards, names):
+        if report.suite != first.suite:
+            raise UsageError(f"{name} holds a {report.suite} report but {first_name} holds {first.suite}; "
+                             "merge shards of one suite")
+        if shard.count != shards[0].count:
+            raise UsageError(f"{name} is shard {shard} but {first_name} is shard {shards[0]}; shards of one sweep share N")
+        if shard.index in seen:
+            raise UsageError(f"{seen[shard.index]} and {name} are both shard {shard}; pass each shard once")
+        seen[shard.index] = name
+        differing = _differing_settings(first.settings, report.settings)
+        if differing:
+            shown = "; ".join(f"{k}: {first.settings.get(k)!r} vs {report.settings.get(k)!r}" for k in differing)
+            raise UsageError(f"{name} was run with other settings than {first_name} ({shown}); merge shards of one sweep")
+
+
+def _differing_settings(a: dict, b: dict) -> List[str]:
+    keys = (set(a) | set(b)) - set(SHARD_VARIANT_SETTINGS)
+    return sorted(k for k in keys if a.get(k) != b.get(k))
+
+
+def _merge_extras(reports: Sequence[Report]):
+    """Extras equal in every shard that has them are kept once; the rest stay per shard."""
+    keys = []
+    for r in reports:
+        keys += [k for k in r.extra if k not in keys and k not in ("shards", "merge")]
+    common, per_shard = {}, [dict() for _ in reports]
+    for key in keys:
+        values = [r.extra[key] for r in reports if key in r.extra]
+        if all(v == values[0] for v in values):
+            common[key] = values[0]
+        else:
+            for slot, r in zip(per_shard, reports):
+                if key in r.extra:
+                    slot[key] = r.extra[key]
+    return common, per_shard
