@@ -282,7 +282,7 @@ def _between_sweeps(quantities: Sequence[Quantity], assignment: Dict[str, str], 
     for _ in range(MAX_TRIM_ROUNDS):
         target = 0.5 if keep.all() else (1 + TRIM_P) / 2  # the median of p given p >= TRIM_P
 
-        def excess(t2: float) -> float:
+        def excess(t2: float, target: float = target, keep=keep) -> float:
             return target - float(np.median(p_values(t2)[keep]))
 
         tau2 = 0.0 if excess(0.0) <= 0 else brentq(excess, 0.0, 4 * float(r.max()) ** 2 + 1e-12, xtol=1e-12)

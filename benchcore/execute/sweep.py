@@ -204,7 +204,7 @@ def read_system_warned(prog: str):
     state = read_system()
     for item in state.advice():
         if item.check not in QUIET_AT_SWEEP:
-            print(f"{prog}: warning: {item.check}: {item.found} (fix: {item.fix})", file=sys.stderr)
+            print(f"{prog}: warning: {item.check}: {item.found} (fix: {item.fix})", file=sys.stderr)  # noqa: T201  (the sweep's stderr, as its progress bar)
     return state
 
 

@@ -85,7 +85,7 @@ def test_backward_planned_for_every_differentiable_operator():
     backward crashes MXNet says why."""
     variant_off = {}
     for op in BY_OP:
-        for label, inputs in rules.variants(op, rules.TINY) or []:
+        for _label, inputs in rules.variants(op, rules.TINY) or []:
             if rules.NO_BACKWARD in inputs:
                 variant_off[op] = variant_off.get(op, 0) + 1
     assert variant_off == {"LeakyReLU": 1, "SequenceLast": 2}  # rrelu; SequenceLast without lengths

@@ -430,4 +430,4 @@ OPPERF_FUNCTION_NAMES = {
 CATEGORY_RUNNERS = _install_category_runners()
 
 __all__ = ["run_performance_test", "run_benchmark_operator", "run_all_mxnet_operator_benchmarks",
-           "get_operators_with_no_benchmark", *CATEGORY_RUNNERS]
+           "get_operators_with_no_benchmark"] + list(CATEGORY_RUNNERS)

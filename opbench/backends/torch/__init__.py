@@ -33,7 +33,7 @@ _GLOB = set("*?[")
 
 
 def _say(text: str) -> None:
-    print(f"opbench: {text}", file=sys.stderr)
+    print(f"opbench: {text}", file=sys.stderr)  # noqa: T201  (--list/plan progress of the command line)
 
 
 def parse_device(text: str) -> str:
