@@ -1,7 +1,7 @@
 """`opbench crossframe`: which framework is faster at this operator, here — MXNet vs PyTorch on
 the same work.
 
-For every pair of opbench.equivalents (or those --pairs names), the MXNet side is the MXNet
+For every pair of opbench.equivalents (or those --ops names), the MXNet side is the MXNet
 sweep's own cases at opperf's shapes (opbench.backends.mxnet.cases.generate_cases) and the
 PyTorch side the equivalent call on tensors of the same shapes and kinds of values (the pair's `convert`).
 Both run through the one sweep pipeline (benchcore.execute.sweep.measure: isolated workers, rounds),
@@ -53,8 +53,9 @@ def build_parser() -> ArgumentParser:
     parser = ArgumentParser(prog=f"{PROG} crossframe",
                             description="MXNet vs PyTorch: each equivalent pair of operators at opperf's shapes, "
                                         "both timed the same way; one report with the ratio per case and phase.")
-    parser.add_argument("--pairs", action="append", default=None, metavar="NAME[,NAME]",
-                        help="only these pairs, by MXNet or PyTorch name (default: all; see --list)")
+    parser.add_argument("--ops", "--pairs", dest="ops", action="append", default=None, metavar="NAME[,NAME]",
+                        help="only the pairs of these operators, by MXNet or PyTorch name (default: all; see "
+                             "--list); --pairs is the same flag")
     parser.add_argument("--list", action="store_true", help="list the pairs and exit")
     parser.add_argument("--dtype", default="float32", choices=("float32", "float64"),
                         help="dtype of every tensor (default float32)")
@@ -78,7 +79,7 @@ def plan(args) -> Tuple[List[CaseSpec], List[CaseSpec], List[dict]]:
     from .equivalents import pairs
 
     mxnet_specs, torch_specs, rows = [], [], []
-    for pair in pairs(split(args.pairs)):
+    for pair in pairs(split(args.ops)):
         specs, skipped = generate_cases(ops=[pair.mxnet], dtype=args.dtype, seed=args.seed, tiny=args.tiny)
         for op, reason in skipped:
             rows.append({"mxnet": op, "torch": pair.torch, "variant": None, "mxnet_key": None, "torch_key": None,
@@ -115,7 +116,7 @@ def list_pairs(args) -> int:
 
     from .equivalents import pairs
 
-    rows = [[p.mxnet, p.torch] for p in pairs(split(args.pairs))]
+    rows = [[p.mxnet, p.torch] for p in pairs(split(args.ops))]
     print(tabulate(rows, headers=["MXNet", "PyTorch"], tablefmt="simple"))
     print(f"\n{len(rows)} pairs", file=sys.stderr)
     return 0
@@ -136,7 +137,7 @@ def run(argv: Sequence[str]) -> int:
     check_output_paths(paths, args.overwrite)
     mxnet_specs, torch_specs, rows = plan(args)
     if not mxnet_specs:
-        raise UsageError("no MXNet case for these --pairs; opbench crossframe --list shows the pairs")
+        raise UsageError("no MXNet case for these --ops; opbench crossframe --list shows the pairs")
     stem = paths.get("json") or paths["md"]
     started = time.perf_counter()
     measured = {}
@@ -183,7 +184,7 @@ def build_report(args, measured: dict, rows: List[dict]):
     by_key = {r.spec.key: r for r in mxnet_results + torch_results}
     table = [dict(row, **_figures(by_key.get(row["mxnet_key"]), by_key.get(row["torch_key"]))) for row in rows]
     settings = {"crossframe": True, "profiler": args.profiler, "dtype": args.dtype, "ctx": "cpu(0)", "device": "cpu",
-                "warmup": args.warmup, "runs": args.runs, "seed": args.seed, "pairs": split(args.pairs),
+                "warmup": args.warmup, "runs": args.runs, "seed": args.seed, "pairs": split(args.ops),
                 "threads": args.threads, "timeout_s": args.timeout, "tiny": bool(args.tiny),
                 "run_settings": mxnet_job.settings.to_dict(), "rounds": mxnet_job.settings_record()}
     versions = {"mxnet": (mxnet_env.get("mxnet") or {}).get("version"), "torch": (torch_env.get("torch") or {}).get("version")}

@@ -6,18 +6,16 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
-mx = pytest.importorskip("mxnet")
-np = pytest.importorskip("numpy")
-
-from benchcore.measure import audit  # noqa: E402
-from benchcore.measure.case import CaseSpec  # noqa: E402
-from benchcore.report.model import Report  # noqa: E402
-from opbench import cli  # noqa: E402
-from opbench.backends.mxnet import arrays, cases  # noqa: E402
-from opbench.backends.mxnet.executor import execute  # noqa: E402
-from opbench.views import to_markdown  # noqa: E402
+from benchcore.measure import audit
+from benchcore.measure.case import CaseSpec
+from benchcore.report.model import Report
+from opbench import cli
+from opbench.backends.mxnet import arrays, cases
+from opbench.backends.mxnet.executor import execute
+from opbench.views import to_markdown
 
 ROOT = Path(__file__).resolve().parents[2]
 OPTIONS = {"settings": {"warmup": 0, "runs": 1}, "profiler": "python"}

@@ -7,11 +7,8 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("mxnet")
-pytest.importorskip("torch")
-
-from benchcore.report.model import Report  # noqa: E402
-from opbench.equivalents import PAIRS, mxnet_for, torch_for  # noqa: E402
+from benchcore.report.model import Report
+from opbench.equivalents import PAIRS, mxnet_for, torch_for
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -28,7 +25,7 @@ def test_the_table_maps_both_ways():
 
 
 def test_crossframe_on_a_few_pairs(tmp_path):
-    proc = crossframe("--pairs", "broadcast_add,softmax,Convolution,Pooling,RNN", "--tiny", "-w", "1", "-r", "3",
+    proc = crossframe("--ops", "broadcast_add,softmax,Convolution,Pooling,RNN", "--tiny", "-w", "1", "-r", "3",
                       "--rounds", "1", "-f", "json,md", "-o", "cf.json", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     report = Report.load(tmp_path / "cf.json")
@@ -55,3 +52,13 @@ def test_crossframe_on_a_few_pairs(tmp_path):
 def test_unknown_pair_is_one_line(tmp_path):
     proc = crossframe("--pairs", "nosuchop", cwd=tmp_path)
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "no crossframe pair" in proc.stderr
+
+
+def test_ops_chooses_pairs_and_pairs_is_its_alias(tmp_path):
+    """--ops, as in every other opbench command, picks pairs by either name; --pairs still works."""
+    by_ops = crossframe("--ops", "dot,nn.functional.conv2d", "--list", cwd=tmp_path)
+    by_pairs = crossframe("--pairs", "dot", "--pairs", "nn.functional.conv2d", "--list", cwd=tmp_path)
+    assert by_ops.returncode == 0 and by_pairs.returncode == 0, by_ops.stderr + by_pairs.stderr
+    assert by_ops.stdout == by_pairs.stdout
+    assert "dot" in by_ops.stdout and "matmul" in by_ops.stdout and "Convolution" in by_ops.stdout
+    assert "broadcast_add" not in by_ops.stdout

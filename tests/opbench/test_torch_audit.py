@@ -7,16 +7,15 @@ import subprocess
 import sys
 from pathlib import Path
 
+import expecttest  # noqa: F401  (torch.testing._internal needs it: a missing one fails here)
 import pytest
+import torch
 
-torch = pytest.importorskip("torch")
-pytest.importorskip("expecttest")
-
-from benchcore.measure.case import CaseSpec  # noqa: E402
-from benchcore.report.model import Report  # noqa: E402
-from opbench.backends.torch.audit import audit_case, count_tensor  # noqa: E402
-from opbench.backends.torch.executor import build_workload, execute  # noqa: E402
-from opbench.backends.torch.manifest import build  # noqa: E402
+from benchcore.measure.case import CaseSpec
+from benchcore.report.model import Report
+from opbench.backends.torch.audit import audit_case, count_tensor
+from opbench.backends.torch.executor import build_workload, execute
+from opbench.backends.torch.manifest import build
 
 ROOT = Path(__file__).resolve().parents[2]
 SETTINGS = {"warmup": 1, "runs": 2, "run_backward": True}

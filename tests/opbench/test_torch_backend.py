@@ -10,15 +10,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+import expecttest  # noqa: F401  (torch.testing._internal needs it: a missing one fails here)
 import pytest
+import torch
 
-torch = pytest.importorskip("torch")
-pytest.importorskip("expecttest")
-
-from benchcore.report.model import Report  # noqa: E402
-from opbench.backends.torch import case_spec  # noqa: E402
-from opbench.backends.torch.manifest import build, load  # noqa: E402
-from opbench.backends.torch.sample import Decoder, Scale, describe_sample, encode_sample  # noqa: E402
+from benchcore.report.model import Report
+from opbench.backends.torch import case_spec
+from opbench.backends.torch.manifest import build, load
+from opbench.backends.torch.sample import Decoder, Scale, describe_sample, encode_sample
 
 ROOT = Path(__file__).resolve().parents[2]
 TARGET = 4096
