@@ -48,6 +48,9 @@ class Suite:
     executor: str = ""
     #: frameworks the suite's workers import (checked in another interpreter by `ab`)
     frameworks: Tuple[str, ...] = ()
+    #: "package.module:function"s whose dicts join the report's environment (a framework's block:
+    #: frameworks.torch:collect); strings, so a side's interpreter or a cluster node calls them too
+    collectors: Tuple[str, ...] = ()
     #: result → {"forward"|"backward": Timing}: the figures its reports present
     timings: Callable[["CaseResult"], Dict[str, Timing]] = measurement_timings
     #: result → its group in summaries (an operator category, a runner group)

@@ -82,5 +82,6 @@ def uses_gpu(spec) -> bool:
 def declare(executor: str, frameworks: Tuple[str, ...], combine_rounds: Callable[[List[dict]], dict]) -> Suite:
     """A backend's Suite: its executor, the framework its workers import and how its rounds
     combine; the headline figures, categories and merge rules are opbench's, the same for all."""
-    return Suite(name=PROG, executor=executor, frameworks=frameworks, timings=timings, category=category,
+    return Suite(name=PROG, executor=executor, frameworks=frameworks,
+                 collectors=tuple(f"frameworks.{name}:collect" for name in frameworks), timings=timings, category=category,
                  combine_rounds=combine_rounds, finish_merge=finish_merged, chart_style="cases", uses_gpu=uses_gpu)

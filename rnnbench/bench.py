@@ -308,18 +308,14 @@ def execute(spec: CaseSpec, options: dict) -> dict:
     `compile_ms` is the one-off compile cost a compile runner reports in its ModelDef info
     (see compile_metrics); `build_ms` is the time the creator took, compile included.
     """
-    import torch
-
-    from benchcore.measure.denormals import flush_state
     from benchcore.measure.runner import RunSettings, run_workload
     from benchcore.measure.timers import timer_for
+    from frameworks.torch import flush_state
 
     from .audit import audit_workload
 
     _apply_threads(options)
-    denormals = flush_state(bool(options.get("flush_denormal")), lambda: torch.set_flush_denormal(True),
-                            lambda values, factor: (torch.from_numpy(values) * factor).numpy(), "torch",
-                            "torch.set_flush_denormal is not supported on this CPU (it needs SSE3 on x86)")
+    denormals = flush_state(bool(options.get("flush_denormal")))
     settings = RunSettings.from_dict(options.get("settings") or {})
     with prepared(spec) as prep:
         timer = timer_for(prep.workload.device, prep.workload.sync)

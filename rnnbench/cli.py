@@ -254,7 +254,7 @@ def bench_environment(args, argv: Sequence[str]) -> dict:
     from benchcore.execute.environment import collect
 
     with bench.device_context(args.device):
-        return collect(bench.SUITE, [PROG, *argv], frameworks=SUITE.frameworks, extra=_environment_extra(args))
+        return collect(bench.SUITE, [PROG, *argv], collectors=SUITE.collectors, extra=_environment_extra(args))
 
 
 def _check_bench_args(args) -> None:

@@ -35,6 +35,6 @@ def _finish_merge(report):
     return finish_merged(report)
 
 
-SUITE = Suite(name=SUITE_NAME, executor=EXECUTOR, frameworks=("torch",), category=category,
+SUITE = Suite(name=SUITE_NAME, executor=EXECUTOR, frameworks=("torch",), collectors=("frameworks.torch:collect",), category=category,
               combine_rounds=combine_rounds, finish_merge=_finish_merge, chart_style="runners",
               uses_gpu=uses_gpu)

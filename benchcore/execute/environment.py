@@ -1,27 +1,26 @@
 """Environment metadata, collected in one place for every report.
 
 A number without its context (versions, threads, CPU, GPU, commit) cannot be compared or
-trusted, so every report carries this dict. Frameworks are imported lazily and only when
-asked for; a missing one is recorded as null.
+trusted, so every report carries this dict. What a framework adds (its version, threads, GPU)
+comes from the collectors a suite names (benchcore.suite.Suite.collectors, e.g. frameworks.torch);
+which keys make two environments comparable is benchcore.report.identity's question.
 """
 
 from __future__ import annotations
 
 import datetime
+import importlib
 import os
 import platform
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any, Callable, Iterable, Optional
+from typing import Callable, Iterable, Optional
 
-THREAD_VARIABLES = (
-    "OMP_NUM_THREADS",
-    "MKL_NUM_THREADS",
-    "OPENBLAS_NUM_THREADS",
-    "MXNET_CPU_WORKER_NTHREADS",
-    "MXNET_ENGINE_TYPE",
-)
+#: The thread variables --threads sets (benchcore.cli.options.apply_threads), a report records,
+#: `system` checks and a cluster's driver hands its nodes; a framework's own ones are recorded by
+#: its collector (frameworks.mxnet).
+THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
 
 
 def now_iso() -> str:
@@ -51,62 +50,6 @@ def git_commit() -> Optional[str]:
     return out.stdout.strip() + ("-dirty" if dirty.stdout.strip() else "")
 
 
-def mxnet_info() -> dict:
-    try:
-        import mxnet as mx
-    except Exception as exc:  # absent or broken: record why
-        return {"version": None, "reason": f"{type(exc).__name__}: {exc}"}
-    features = mx.runtime.Features()
-    enabled = sorted(name for name, feature in features.items() if feature.enabled)
-    info = {"version": mx.__version__, "features": enabled, "gpus": mx.context.num_gpus() if "CUDA" in enabled else 0}
-    return info
-
-
-def torch_info() -> dict:
-    try:
-        import torch
-    except Exception as exc:
-        return {"version": None, "reason": f"{type(exc).__name__}: {exc}"}
-    info = {
-        "version": torch.__version__,
-        "threads": torch.get_num_threads(),
-        "interop_threads": torch.get_num_interop_threads(),
-        "cuda_available": torch.cuda.is_available(),
-        "cuda": torch.version.cuda,
-        "cudnn": torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None,
-        # TF32 changes float32 GPU timings (and results): cuDNN's LSTM uses it by default
-        "float32_matmul_precision": _legacy_read(torch.get_float32_matmul_precision),
-        "cudnn_allow_tf32": _legacy_read(lambda: bool(torch.backends.cudnn.allow_tf32)),
-        "fp32_precision": _fp32_precision(torch),
-    }
-    if torch.cuda.is_available():
-        index = torch.cuda.current_device()
-        props = torch.cuda.get_device_properties(index)
-        info["gpu"] = {"index": index, "name": props.name, "capability": f"{props.major}.{props.minor}",
-                       "memory_bytes": props.total_memory, "count": torch.cuda.device_count()}
-    return info
-
-
-def _legacy_read(read: Callable[[], Any]) -> Any:
-    """A legacy TF32 setting, or None where torch refuses to read it (the newer per-operator
-    fp32_precision API was used, so one legacy answer would be ambiguous: see fp32_precision)."""
-    try:
-        return read()
-    except RuntimeError:
-        return None
-
-
-def _fp32_precision(torch) -> Optional[dict]:
-    """The newer API's per-operator float32 precision (ieee, tf32 or none = inherit); None on
-    a torch without it."""
-    try:
-        return {"matmul": torch.backends.cuda.matmul.fp32_precision,
-                "cudnn_conv": torch.backends.cudnn.conv.fp32_precision,
-                "cudnn_rnn": torch.backends.cudnn.rnn.fp32_precision}
-    except AttributeError:
-        return None
-
-
 def nvidia_driver() -> Optional[str]:
     try:
         out = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
@@ -116,7 +59,7 @@ def nvidia_driver() -> Optional[str]:
     return out.stdout.strip() or None if out.returncode == 0 else None
 
 
-def collect(suite: str, argv: Optional[Iterable[str]] = None, frameworks: Iterable[str] = ("mxnet", "torch"),
+def collect(suite: str, argv: Optional[Iterable[str]] = None, collectors: Iterable[str] = (),
             extra: Optional[dict] = None) -> dict:
     """Everything a reader needs to trust or reproduce the numbers in a report."""
     import numpy
@@ -139,9 +82,20 @@ def collect(suite: str, argv: Optional[Iterable[str]] = None, frameworks: Iterab
         "threads_env": {name: os.environ.get(name) for name in THREAD_VARIABLES},
         "nvidia_driver": nvidia_driver(),
     }
-    if "mxnet" in frameworks:
-        env["mxnet"] = mxnet_info()
-    if "torch" in frameworks:
-        env["torch"] = torch_info()
+    for path in collectors:
+        _merge(env, load_collector(path)())
     env.update(extra or {})
     return env
+
+
+def load_collector(path: str) -> Callable[[], dict]:
+    """A suite's environment collector, "package.module:function" (benchcore.suite.Suite.collectors):
+    named by a string, so a worker, an A/B side's interpreter or a cluster node finds it too."""
+    module, _, name = path.partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
+def _merge(env: dict, found: dict) -> None:
+    """A collector's blocks into the environment; a block both have (threads_env) is joined."""
+    for key, value in found.items():
+        env[key] = {**env[key], **value} if isinstance(env.get(key), dict) and isinstance(value, dict) else value

@@ -102,7 +102,7 @@ def measure(job: SweepJob, args, prog: str, argv: Sequence[str], extra: dict,
     if job.pythons:
         environments = side_environments(job.pythons, job.suite, [prog, *argv], extra)
     else:
-        environments = {"": collect_local() if collect_local else collect(prog, [prog, *argv], job.suite.frameworks, extra)}
+        environments = {"": collect_local() if collect_local else collect(prog, [prog, *argv], job.suite.collectors, extra)}
     by_side = run(job, args)
     end = read_system().to_dict()
     measured = {}
@@ -132,10 +132,10 @@ def on_cluster(job: SweepJob, args, prog: str, argv: Sequence[str], extra: dict)
         bar.close()
 
 
-def collect(prog: str, argv: Sequence[str], frameworks: Sequence[str], extra: dict) -> dict:
+def collect(prog: str, argv: Sequence[str], collectors: Sequence[str], extra: dict) -> dict:
     from benchcore.execute.environment import collect as collect_environment
 
-    return collect_environment(prog, list(argv), frameworks=tuple(frameworks), extra=extra)
+    return collect_environment(prog, list(argv), collectors=tuple(collectors), extra=extra)
 
 
 def side_environments(pythons: Dict[str, str], suite: Suite, argv: Sequence[str], extra: dict) -> Dict[str, dict]:
@@ -147,7 +147,7 @@ def side_environments(pythons: Dict[str, str], suite: Suite, argv: Sequence[str]
             "print(json.dumps(collect(sys.argv[1], json.loads(sys.argv[2]), tuple(json.loads(sys.argv[3])))))")
     found = {}
     for side, python in pythons.items():
-        done = subprocess.run([python, "-c", code, suite.name, json.dumps(list(argv)), json.dumps(list(suite.frameworks))],
+        done = subprocess.run([python, "-c", code, suite.name, json.dumps(list(argv)), json.dumps(list(suite.collectors))],
                               capture_output=True, text=True, env=side_env(os.environ), timeout=600)
         if done.returncode != 0:
             tail = (done.stderr.strip().splitlines() or ["no output"])[-1]

@@ -15,6 +15,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Dict, List, Optional
 
+from benchcore.execute.environment import THREAD_VARIABLES
+
 CPU_ROOT = Path("/sys/devices/system/cpu")
 #: a process using more than this share of one core while we look is "busy"
 BUSY_CPU_SHARE = 0.05
@@ -22,7 +24,7 @@ BUSY_CPU_SHARE = 0.05
 SAMPLE_S = 0.25
 #: 1-minute load average per usable core above which the machine counts as loaded
 LOAD_PER_CORE = 0.1
-THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
+
 #: measure_speed: how long, in windows of what length; a swing above the limit is warned about
 SPEED_SECONDS = 3.0
 SPEED_WINDOW_S = 0.1

@@ -11,10 +11,11 @@ import torch
 from benchcore.execute import environment
 
 ROOT = Path(__file__).resolve().parents[2]
+BOTH = ("frameworks.mxnet:collect", "frameworks.torch:collect")
 
 
 def test_metadata_names_the_real_versions_and_machine():
-    env = environment.collect("opbench", argv=["opbench", "--ctx", "cpu"])
+    env = environment.collect("opbench", argv=["opbench", "--ctx", "cpu"], collectors=BOTH)
     assert env["suite"] == "opbench"
     assert env["command_line"] == ["opbench", "--ctx", "cpu"]
     assert env["numpy"] == numpy.__version__
@@ -22,6 +23,8 @@ def test_metadata_names_the_real_versions_and_machine():
     assert "MKLDNN" in env["mxnet"]["features"] or env["mxnet"]["features"]
     assert env["torch"]["version"] == torch.__version__
     assert env["torch"]["threads"] == torch.get_num_threads()
+    assert set(env["threads_env"]) == {"OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS",
+                                       "MXNET_CPU_WORKER_NTHREADS", "MXNET_ENGINE_TYPE"}  # MXNet's joined to the core's
     assert env["cpu_count"] == os.cpu_count()
     assert env["python"] == ".".join(map(str, sys.version_info[:3]))
     assert env["git_commit"] is None or len(env["git_commit"].split("-")[0]) == 40
@@ -32,14 +35,14 @@ def test_metadata_names_the_real_versions_and_machine():
 def test_tf32_settings_are_recorded_and_ambiguity_is_none_not_a_crash():
     switches = (torch.backends.cuda.matmul, torch.backends.cudnn.rnn)
     before = [switch.fp32_precision for switch in switches]
-    env = environment.collect("rnnbench", frameworks=("torch",))["torch"]
+    env = environment.collect("rnnbench", collectors=("frameworks.torch:collect",))["torch"]
     assert env["float32_matmul_precision"] == torch.get_float32_matmul_precision()
     assert env["cudnn_allow_tf32"] is torch.backends.cudnn.allow_tf32
     assert env["fp32_precision"]["cudnn_rnn"] == torch.backends.cudnn.rnn.fp32_precision
     try:
         for switch in switches:  # the newer per-operator API: torch then refuses legacy reads
             switch.fp32_precision = "ieee"
-        env = environment.collect("rnnbench", frameworks=("torch",))["torch"]
+        env = environment.collect("rnnbench", collectors=("frameworks.torch:collect",))["torch"]
         assert env["cudnn_allow_tf32"] is None  # cuDNN conv and rnn now differ: no single legacy answer
         assert env["fp32_precision"]["matmul"] == env["fp32_precision"]["cudnn_rnn"] == "ieee"
     finally:
@@ -47,8 +50,8 @@ def test_tf32_settings_are_recorded_and_ambiguity_is_none_not_a_crash():
             switch.fp32_precision = value
 
 
-def test_frameworks_are_only_imported_when_asked_for():
-    env = environment.collect("x", frameworks=())
+def test_frameworks_are_only_imported_when_a_suite_names_their_collector():
+    env = environment.collect("x")
     assert "mxnet" not in env and "torch" not in env
 
 
@@ -56,7 +59,7 @@ def test_threads_option_reaches_the_environment_before_frameworks_import():
     code = (
         "from benchcore.cli.options import apply_threads; apply_threads(1);"
         "import torch, json; from benchcore.execute import environment;"
-        "print(json.dumps(environment.collect('x', frameworks=('torch',))))"
+        "print(json.dumps(environment.collect('x', collectors=('frameworks.torch:collect',))))"
     )
     clean = {k: v for k, v in os.environ.items() if k not in environment.THREAD_VARIABLES}
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=clean, capture_output=True, text=True, check=True)

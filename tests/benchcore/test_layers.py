@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Dict, List, Optional, Set, Tuple
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = ("benchcore", "opbench", "rnnbench")
+PACKAGES = ("benchcore", "frameworks", "opbench", "rnnbench")
 
 #: benchcore's layers, bottom first; a module may import its own layer and those below it
 LAYERS = (

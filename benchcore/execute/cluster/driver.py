@@ -549,7 +549,7 @@ def sweep_on_cluster(job, args, prog: str, argv: Sequence[str], extra: dict, on_
     with connected(ray, address, packages):
         # the nodes run the driver's code (shipped): its commit, not that of the node's copy
         request = ProbeRequest(job.suite.name, job.suite.executor, tuple(job.suite.frameworks), [prog, *argv],
-                               {**extra, "git_commit": git_commit()}, setup)
+                               {**extra, "git_commit": git_commit()}, setup, tuple(job.suite.collectors))
         nodes, claim, groups = _probed_nodes(ray, job, args, request)
         plan = job.rounds.slots(job.specs, job.sides)
         store, done = _open_checkpoint(job, args)

@@ -87,6 +87,8 @@ class ProbeRequest:
     argv: List[str]
     extra: dict
     setup: NodeSetup
+    #: the suite's environment collectors (benchcore.suite.Suite.collectors)
+    collectors: Tuple[str, ...] = ()
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -95,7 +97,7 @@ class ProbeRequest:
     def from_dict(cls, data: dict) -> "ProbeRequest":
         setup = data["setup"]
         return cls(data["suite"], data["executor"], tuple(data["frameworks"]), list(data["argv"]), dict(data["extra"]),
-                   NodeSetup(dict(setup["thread_env"]), tuple(setup["packages"])))
+                   NodeSetup(dict(setup["thread_env"]), tuple(setup["packages"])), tuple(data.get("collectors", ())))
 
 
 def probe(request: dict) -> dict:
@@ -127,7 +129,7 @@ def probe_main(request: ProbeRequest) -> dict:
             return {"missing": f"{name} ({type(exc).__name__}: {exc})"}
     from benchcore.execute.environment import collect
 
-    return {"environment": collect(request.suite, request.argv, frameworks=request.frameworks, extra=request.extra)}
+    return {"environment": collect(request.suite, request.argv, collectors=request.collectors, extra=request.extra)}
 
 
 def last_line(text: Optional[str]) -> str:

@@ -24,8 +24,8 @@ Audit (options["audit"], on unless False): once per case, untimed, after the tim
 (audit.py: the inputs, one more forward, and one more backward's input gradients), with the
 override table's reason when the non-normal values are the operator's (overrides.NON_NORMAL).
 Subnormal flushing (options["flush_denormal"]): torch.set_flush_denormal before the case's
-first operator; `metrics["denormals"]` records what torch's threads really do (benchcore.measure.denormals.flush_state
-with torch's setter and multiply, as rnnbench's).
+first operator; `metrics["denormals"]` records what torch's threads really do (frameworks.torch.flush_state, as
+rnnbench's).
 """
 
 from __future__ import annotations
@@ -249,7 +249,7 @@ def execute(spec: CaseSpec, options: dict) -> dict:
     """Run one case with the engine in options["profiler"]; its JSON metrics."""
     import torch
 
-    from benchcore.measure.denormals import flush_state
+    from frameworks.torch import flush_state
 
     from .audit import add_audit
     from .callables import callable_for
@@ -260,9 +260,7 @@ def execute(spec: CaseSpec, options: dict) -> dict:
     if engine not in ENGINES:
         raise UsageError(f"unknown profiler {engine!r}; choose native or python")
     settings = RunSettings.from_dict(options.get("settings") or {})
-    denormals = flush_state(bool(options.get("flush_denormal")), lambda: torch.set_flush_denormal(True),
-                            lambda values, factor: (torch.from_numpy(values) * factor).numpy(), "torch",
-                            "torch.set_flush_denormal is not supported on this CPU (it needs SSE3 on x86)")
+    denormals = flush_state(bool(options.get("flush_denormal")))
     params = spec.params
     name, variant, device = params["op"], params.get("variant") or "", params["device"]
     _check_device(device)

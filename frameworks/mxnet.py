@@ -1,0 +1,24 @@
+"""MXNet's adapter: its environment block (version, build features, GPUs, its thread variables)."""
+
+from __future__ import annotations
+
+import os
+
+#: MXNet's own thread settings, recorded beside the OpenMP/MKL ones (benchcore's THREAD_VARIABLES)
+THREAD_VARIABLES = ("MXNET_CPU_WORKER_NTHREADS", "MXNET_ENGINE_TYPE")
+
+
+def collect() -> dict:
+    """The `mxnet` block and MXNet's thread variables (benchcore.execute.environment.collect)."""
+    return {"mxnet": mxnet_info(), "threads_env": {name: os.environ.get(name) for name in THREAD_VARIABLES}}
+
+
+def mxnet_info() -> dict:
+    try:
+        import mxnet as mx
+    except Exception as exc:  # absent or broken: record why
+        return {"version": None, "reason": f"{type(exc).__name__}: {exc}"}
+    features = mx.runtime.Features()
+    enabled = sorted(name for name, feature in features.items() if feature.enabled)
+    info = {"version": mx.__version__, "features": enabled, "gpus": mx.context.num_gpus() if "CUDA" in enabled else 0}
+    return info
