@@ -29,7 +29,7 @@ def no_category(result: "CaseResult") -> str:
     return "all"
 
 
-def on_cpu(spec: "CaseSpec") -> bool:
+def never_on_gpu(spec: "CaseSpec") -> bool:
     return False
 
 
@@ -59,8 +59,14 @@ class Suite:
     combine_rounds: Callable[[List[dict]], dict] = _combine_default
     #: merged Report → the Report as the unsharded run writes it (see benchcore.report.merge)
     finish_merge: Optional[Callable[["Report"], "Report"]] = None
-    #: "cases" (slowest cases and categories) or "runners" (one bar pair per runner)
-    chart_style: str = "cases"
+    #: a report's charts (benchcore.views.charts.STYLES): "slowest" (the slowest cases, and the
+    #: categories) or "every_case" (one bar pair per case, whiskers over its rounds)
+    chart_style: str = "slowest"
+    #: what the suite calls a case, in chart titles and file names ("runner": rnnbench_runners.png)
+    case_noun: str = "case"
     #: spec → whether it runs on a GPU: a cluster sweep then claims one GPU per shard
     #: (benchcore.execute.cluster.driver) instead of a node's CPUs
-    uses_gpu: Callable[["CaseSpec"], bool] = on_cpu
+    uses_gpu: Callable[["CaseSpec"], bool] = never_on_gpu
+    #: (flattened environment key, how to show its value) of the suite's frameworks (GPU, versions),
+    #: shown after the CPU in a history's one-line environment summary (benchcore.history.fingerprint)
+    summary_keys: Tuple[Tuple[str, str], ...] = ()

@@ -6,6 +6,8 @@ import os
 
 #: MXNet's own thread settings, recorded beside the OpenMP/MKL ones (benchcore's THREAD_VARIABLES)
 THREAD_VARIABLES = ("MXNET_CPU_WORKER_NTHREADS", "MXNET_ENGINE_TYPE")
+#: what a history's environment summary shows of MXNet (benchcore.suite.Suite.summary_keys)
+SUMMARY_KEYS = (("mxnet.version", "MXNet {}"),)
 
 
 def collect() -> dict:

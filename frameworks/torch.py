@@ -5,6 +5,9 @@ from __future__ import annotations
 
 from typing import Any, Callable, Optional
 
+#: what a history's environment summary shows of torch (benchcore.suite.Suite.summary_keys)
+SUMMARY_KEYS = (("torch.gpu.name", "{}"), ("torch.version", "torch {}"))
+
 
 def collect() -> dict:
     """The `torch` block (benchcore.execute.environment.collect)."""

@@ -3,21 +3,20 @@ the rules its profiler counters combine by over rounds, and how merged shards ar
 
 from __future__ import annotations
 
-from typing import Callable, Dict, List, Tuple
+from typing import Callable, Dict, List, Optional, Tuple
 
-from benchcore.report.figures import (
-    METRICS,
-    Timing,
-    from_average,
-    from_measurement,
-    from_profiler_phase,
-)
+import frameworks.mxnet
+import frameworks.torch
+from benchcore.measure.measurement import round_sizes_of
+from benchcore.report.figures import METRICS, Timing, from_average, from_measurement, number, sampled
 from benchcore.report.model import CaseResult
 from benchcore.suite import Suite
 
 from .extras import finish_merged
 
 PROG = "opbench"
+#: the framework adapters (environment block, summary keys) of each --framework
+ADAPTERS = {"mxnet": frameworks.mxnet, "torch": frameworks.torch}
 
 #: How a profiler block's counters combine over rounds (per-call samples are concatenated;
 #: averages are recomputed from the combined totals below).
@@ -26,6 +25,24 @@ PROFILER_RULES = {
     "count": sum, "total_ms": sum, "min_ms": min, "max_ms": max,
     "peak_bytes": max, "rss_peak_bytes": max, "rss_after_bytes": max, "rss_before_bytes": max,
 }
+
+
+def from_profiler_phase(data) -> Optional[Timing]:
+    """A profiler phase summary (opbench's native engine, both backends): its per-call samples
+    when it has them, else its average (MXNet's `Avg_ms`)."""
+    if not isinstance(data, dict):
+        return None
+    timing = sampled(data.get("per_call_ms"), "profiler", number(data.get("resolution_ms")) or 0.0,
+                     round_sizes_of(data))
+    if timing is not None:
+        return timing
+    avg = number(data.get("Avg_ms"))
+    return Timing(None, None, avg, "profiler") if avg is not None else None
+
+
+def from_opperf(value) -> Optional[Timing]:
+    """opperf's bare average, `avg_time_<metric>_<op>` (ms)."""
+    return from_average(value, "opperf")
 
 
 def timings(result: CaseResult) -> Dict[str, Timing]:
@@ -42,7 +59,7 @@ def timings(result: CaseResult) -> Dict[str, Timing]:
             timing = from_profiler_phase(profiler.get(metric))
         else:
             timing = from_measurement(metrics.get(metric))
-        timing = timing or from_average(metrics.get(f"avg_time_{metric}_{op}"))
+        timing = timing or from_opperf(metrics.get(f"avg_time_{metric}_{op}"))
         if timing is not None:
             found[metric] = timing
     return found
@@ -82,6 +99,9 @@ def uses_gpu(spec) -> bool:
 def declare(executor: str, frameworks: Tuple[str, ...], combine_rounds: Callable[[List[dict]], dict]) -> Suite:
     """A backend's Suite: its executor, the framework its workers import and how its rounds
     combine; the headline figures, categories and merge rules are opbench's, the same for all."""
+    adapters = [ADAPTERS[name] for name in frameworks]
     return Suite(name=PROG, executor=executor, frameworks=frameworks,
-                 collectors=tuple(f"frameworks.{name}:collect" for name in frameworks), timings=timings, category=category,
-                 combine_rounds=combine_rounds, finish_merge=finish_merged, chart_style="cases", uses_gpu=uses_gpu)
+                 collectors=tuple(f"{adapter.__name__}:collect" for adapter in adapters),
+                 summary_keys=tuple(key for adapter in adapters for key in adapter.SUMMARY_KEYS), timings=timings,
+                 category=category,
+                 combine_rounds=combine_rounds, finish_merge=finish_merged, chart_style="slowest", uses_gpu=uses_gpu)

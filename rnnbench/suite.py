@@ -1,9 +1,11 @@
-"""rnnbench's declaration to benchcore: runner groups, rounds rules, merge order, chart style."""
+"""rnnbench's declaration to benchcore: runner groups, rounds rules, merge order, chart style, and
+the torch adapter's environment block."""
 
 from __future__ import annotations
 
 from typing import List
 
+import frameworks.torch
 from benchcore.measure import audit
 from benchcore.measure.combine import combine_metrics, median
 from benchcore.report.model import CaseResult
@@ -35,6 +37,6 @@ def _finish_merge(report):
     return finish_merged(report)
 
 
-SUITE = Suite(name=SUITE_NAME, executor=EXECUTOR, frameworks=("torch",), collectors=("frameworks.torch:collect",), category=category,
-              combine_rounds=combine_rounds, finish_merge=_finish_merge, chart_style="runners",
-              uses_gpu=uses_gpu)
+SUITE = Suite(name=SUITE_NAME, executor=EXECUTOR, frameworks=("torch",), collectors=("frameworks.torch:collect",),
+              summary_keys=frameworks.torch.SUMMARY_KEYS, category=category, combine_rounds=combine_rounds,
+              finish_merge=_finish_merge, chart_style="every_case", case_noun="runner", uses_gpu=uses_gpu)

@@ -13,32 +13,31 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass
-from typing import Dict
+from typing import Dict, Tuple
 
 from benchcore.report.identity import timing_identity
 from benchcore.report.model import Report
 
-#: what the summary shows, in order: (flattened key, how to show its value)
-SUMMARY_KEYS = (
-    ("cpu_model", "{}"), ("cpu_count", "{} cores"), ("torch.gpu.name", "{}"), ("python", "Python {}"),
-    ("mxnet.version", "MXNet {}"), ("torch.version", "torch {}"), ("numpy", "numpy {}"),
-    ("threads", "threads {}"), ("settings.profiler", "{} profiler"),
-)
+#: (flattened key, how to show its value): what every environment's summary shows around the
+#: suite's own keys (its frameworks' GPU and versions: benchcore.suite.Suite.summary_keys)
+SummaryKeys = Tuple[Tuple[str, str], ...]
+MACHINE_KEYS: SummaryKeys = (("cpu_model", "{}"), ("cpu_count", "{} cores"))
+SETUP_KEYS: SummaryKeys = (("python", "Python {}"), ("numpy", "numpy {}"), ("threads", "threads {}"),
+                           ("settings.profiler", "{} profiler"))
 
 
 @dataclass(frozen=True)
 class Fingerprint:
     id: str
     keys: Dict[str, object]
-
-    @property
-    def summary(self) -> str:
-        """One line a person recognises: CPU, cores, GPU, versions, threads, profiler."""
-        parts = [text.format(self.keys[key]) for key, text in SUMMARY_KEYS if self.keys.get(key) not in (None, "")]
-        return " · ".join(parts) or "unknown environment"
+    #: one line a person recognises: CPU, cores, GPU, versions, threads, profiler
+    summary: str
 
 
-def fingerprint(report: Report) -> Fingerprint:
+def fingerprint(report: Report, suite_keys: SummaryKeys = ()) -> Fingerprint:
+    """The report's id and summary: the machine, the suite's keys (Suite.summary_keys), the setup."""
     keys = timing_identity(report)
     text = json.dumps(keys, sort_keys=True, separators=(",", ":"), default=str)
-    return Fingerprint(hashlib.sha256(f"{report.suite}\n{text}".encode()).hexdigest()[:16], keys)
+    parts = [shown.format(keys[key]) for key, shown in (*MACHINE_KEYS, *suite_keys, *SETUP_KEYS) if keys.get(key) not in (None, "")]
+    return Fingerprint(hashlib.sha256(f"{report.suite}\n{text}".encode()).hexdigest()[:16], keys,
+                       " · ".join(parts) or "unknown environment")

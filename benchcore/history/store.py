@@ -171,7 +171,7 @@ class HistoryStore:
         """File one report, all or nothing; a report already in the store is refused."""
         digest = report_hash(report)
         self._refuse_duplicate(digest)
-        env = fingerprint(report)
+        env = fingerprint(report, suite.summary_keys)
         commit = commit or report.environment.get("git_commit")
         try:
             with self.db.transaction():

@@ -1,9 +1,9 @@
 """Timing: one timed quantity of one case as a report holds it, and the readers that find it.
 
-A suite decides which fields of its metrics carry its headline figures (opbench's native engine:
-the profiler's per-call kernel times; everything else: the Measurement of the call); these
-readers turn the report shapes it may point at into a Timing: raw samples (with their round
-boundaries), or only a summary where a report kept no samples (opperf's averages).
+A suite decides which fields of its metrics carry its headline figures (benchcore.suite.Suite.timings:
+by default the Measurement of each call; opbench's native engine: the profiler's per-call kernel
+times, read by opbench.suite); these readers turn the shapes a report may hold into a Timing: raw
+samples (with their round boundaries), or only a summary where a report kept no samples.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ class Timing:
     samples_ms: Optional[Tuple[float, ...]]
     median_ms: Optional[float]
     mean_ms: Optional[float]
-    source: str  # "samples", "summary", "profiler", "opperf"
+    source: str  # "samples", "summary", or what a suite's reader names (opbench: "profiler", "opperf")
     #: the clock's step (MXNet's profiler: whole microseconds); a change within it is not seen
     resolution_ms: float = 0.0
     round_sizes: Optional[Tuple[int, ...]] = None
@@ -78,19 +78,7 @@ def from_measurement(data) -> Optional[Timing]:
     return Timing(None, median, mean, "summary")
 
 
-def from_profiler_phase(data) -> Optional[Timing]:
-    """A profiler phase summary: its per-call samples when it has them, else its average."""
-    if not isinstance(data, dict):
-        return None
-    timing = sampled(data.get("per_call_ms"), "profiler", number(data.get("resolution_ms")) or 0.0,
-                     round_sizes_of(data))
-    if timing is not None:
-        return timing
-    avg = number(data.get("Avg_ms"))
-    return Timing(None, None, avg, "profiler") if avg is not None else None
-
-
-def from_average(value, source: str = "opperf") -> Optional[Timing]:
-    """A bare average (opperf's `avg_time_<metric>_<op>`)."""
+def from_average(value, source: str) -> Optional[Timing]:
+    """A bare average (opperf's `avg_time_<metric>_<op>`: opbench.suite.from_opperf)."""
     avg = number(value)
     return Timing(None, None, avg, source) if avg is not None else None

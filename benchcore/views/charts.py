@@ -104,12 +104,18 @@ def write_report_charts(report: Report, out_dir, suite: Optional[Suite] = None) 
     rows = _timed(report, suite)
     if not rows:
         return []
-    if suite.chart_style == "runners":
-        return [_runner_bars(report, suite, folder)]
+    return STYLES[suite.chart_style](report, suite, rows, folder)
+
+
+def _slowest_charts(report: Report, suite: Suite, rows: List[tuple], folder: Path) -> List[Path]:
     paths = [_slowest_cases(report, rows, folder)]
     if any(suite.category(r) != "all" for r, _, _ in rows):
         paths.append(_per_category(report, suite, rows, folder))
     return paths
+
+
+def _every_case_chart(report: Report, suite: Suite, rows: List[tuple], folder: Path) -> List[Path]:
+    return [_case_bars(report, suite, folder)]
 
 
 def _slowest_cases(report: Report, rows: List[tuple], folder: Path) -> Path:
@@ -168,8 +174,8 @@ def _spread(timing) -> Optional[tuple]:
     return (m.median - m.percentile(25), m.percentile(75) - m.median)
 
 
-def _runner_bars(report: Report, suite: Suite, folder: Path) -> Path:
-    """Forward and backward figure per runner, whiskers spanning the rounds (or the IQR)."""
+def _case_bars(report: Report, suite: Suite, folder: Path) -> Path:
+    """Forward and backward figure per case, whiskers spanning the rounds (or the IQR)."""
     results = [r for r in report.results if r.ok and "forward" in suite.timings(r)]
     labels = _labels(results)
     fig = _figure(max(6.0, 1.0 + 0.9 * len(results)), 5)
@@ -191,10 +197,14 @@ def _runner_bars(report: Report, suite: Suite, folder: Path) -> Path:
     ax.set_xticks(list(range(len(results))))
     ax.set_xticklabels([labels[r.spec.key] for r in results], rotation=30, ha="right", fontsize=8)
     ax.set_ylabel("median time (ms); whiskers: round medians' range, or the IQR for one round")
-    ax.set_title(f"{report.suite}: forward and backward per runner")
+    ax.set_title(f"{report.suite}: forward and backward per {suite.case_noun}")
     ax.legend()
     ax.grid(axis="y", alpha=0.3)
-    return _save(fig, folder / f"{report.suite}_runners.png")
+    return _save(fig, folder / f"{report.suite}_{suite.case_noun}s.png")
+
+
+#: a suite's chart_style → its report charts
+STYLES = {"slowest": _slowest_charts, "every_case": _every_case_chart}
 
 
 # --------------------------------------------------------------------------- comparison chart

@@ -20,17 +20,12 @@ from benchcore.compare.verdicts import compare as _compare
 from benchcore.errors import UsageError
 from benchcore.measure.case import CaseSpec
 from benchcore.measure.measurement import Measurement
-from benchcore.report.figures import (
-    Timing,
-    from_average,
-    from_measurement,
-    from_profiler_phase,
-    sampled,
-)
+from benchcore.report.figures import Timing, from_measurement, sampled
 from benchcore.report.identity import environment_differences
 from benchcore.report.model import CaseResult, Report
 from benchcore.suite import Suite
 from benchcore.views.markdown import comparison_markdown
+from opbench.suite import from_opperf, from_profiler_phase
 
 
 def opbench_like_timings(result):
@@ -42,7 +37,7 @@ def opbench_like_timings(result):
     for metric in ("forward", "backward"):
         timing = (from_profiler_phase(profiler.get(metric)) if isinstance(profiler, dict)
                   else from_measurement(metrics.get(metric)))
-        timing = timing or from_average(metrics.get(f"avg_time_{metric}_{op}"))
+        timing = timing or from_opperf(metrics.get(f"avg_time_{metric}_{op}"))
         if timing:
             found[metric] = timing
     return found
@@ -800,27 +795,27 @@ def test_the_clock_step_reason_gives_the_change_in_microseconds():
 
 def test_the_records_of_threshold_only_verdicts():
     four = timing([1.0, 1.0, 1.0, 1.0])
-    assert judged("forward", four, from_average(1.5)) == record(
+    assert judged("forward", four, from_opperf(1.5)) == record(
         "forward", base_ms=1.0, new_ms=1.5, ratio=1.5, verdict="slower", basis="threshold-only", statistic="mean",
         n_base=4, reason="change +50.0%; no raw samples, so the verdict rests on the threshold alone")
-    assert judged("forward", from_average(2.0), four) == record(
+    assert judged("forward", from_opperf(2.0), four) == record(
         "forward", base_ms=2.0, new_ms=1.0, ratio=0.5, verdict="faster", basis="threshold-only", statistic="mean",
         n_new=4, reason="change -50.0%; no raw samples, so the verdict rests on the threshold alone")
     # a median on one side and a mean on the other: the median stands in for the missing mean
     median_only = Timing(None, 2.0, None, "summary")
-    got = judged("forward", median_only, from_average(2.0))
+    got = judged("forward", median_only, from_opperf(2.0))
     assert (got["statistic"], got["base_ms"], got["verdict"]) == ("mean", 2.0, "same")
     for b, n in ((0.0, 1.0), (1.0, 0.0), (None, 1.0)):
-        base = from_average(b) if b is not None else Timing(None, None, None, "summary")
-        got = judged("forward", base, from_average(n))
+        base = from_opperf(b) if b is not None else Timing(None, None, None, "summary")
+        got = judged("forward", base, from_opperf(n))
         assert (got["ratio"], got["verdict"], got["reason"]) == (
             None, "noisy", "no raw samples, and a zero or missing average; nothing to compare"), (b, n)
 
 
 def test_a_change_exactly_at_the_threshold_is_within_it():
-    assert judged("forward", from_average(1.0), from_average(1.25), threshold=0.25)["verdict"] == "same"
+    assert judged("forward", from_opperf(1.0), from_opperf(1.25), threshold=0.25)["verdict"] == "same"
     # 0.75 = 1 / (1 + t) exactly in floating point for this t: the lower bound, also within
-    assert judged("forward", from_average(1.0), from_average(0.75), threshold=0.33333333333333326)["verdict"] == "same"
+    assert judged("forward", from_opperf(1.0), from_opperf(0.75), threshold=0.33333333333333326)["verdict"] == "same"
 
 
 def test_unmeasured_matched_cases_say_why_in_one_line():
