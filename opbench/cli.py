@@ -37,17 +37,21 @@ from typing import List, Optional, Sequence
 from benchcore.cli.commands import COMMANDS as REPORT_COMMANDS
 from benchcore.cli.options import (
     ArgumentParser,
+    add_audit_arguments,
     add_output_arguments,
     add_run_arguments,
     add_shard_argument,
     apply_threads,
+    audit_options,
     check_output_paths,
     checkpoint_path_for,
     formats_for,
     non_negative_int,
     output_paths,
     positive_int,
+    rounds_from,
     run_main,
+    run_plan_from,
     run_settings_from,
     write_outputs,
 )
@@ -120,7 +124,7 @@ def build_parser(backend, ab: bool = False) -> ArgumentParser:
     select.add_argument("--tiny", action="store_true", help=argparse.SUPPRESS)
     add_run_arguments(parser, rounds=DEFAULT_ROUNDS, memory_limit_gb=backend.memory_limit_gb,
                       memory_why=f" for --framework {backend.name}")
-    audit.add_audit_arguments(parser)
+    add_audit_arguments(parser)
     if ab:
         from benchcore.cli.ab import add_ab_arguments
 
@@ -167,7 +171,7 @@ def build_report(args, plan, job, environment, results, paths):
         "rounds": job.settings_record(),
         "output_file": {fmt: str(path) for fmt, path in paths.items()},
         "resume": args.resume,
-        **audit.worker_options(args),
+        **audit_options(args),
     }
     extra = {**from_results(plan.skipped, results), "excluded": plan.excluded, **plan.extra}
     environment = dict(environment, finished_at=now_iso())
@@ -254,14 +258,14 @@ def pointed_elsewhere(exc: UnknownOperator, framework: str) -> UsageError:
 
 def _job(backend, args, device: str, checkpoint, pythons=None):
     """The sweep both `opbench` and `opbench ab` run: (job, plan)."""
-    from benchcore.execute.sweep import SweepJob, rounds_from
+    from benchcore.execute.sweep import SweepJob
 
     settings = run_settings_from(args, args.warmup, args.runs)
     plan = backend.plan(args, device)
     if not plan.specs:
         raise UsageError("no case to run with these --ops/--category/--exclude/--dtype/--shard choices; "
                          "opbench --list with the same flags says why each operator has none")
-    options = {"profiler": args.profiler, "threads": args.threads, "seed": args.seed, **audit.worker_options(args),
+    options = {"profiler": args.profiler, "threads": args.threads, "seed": args.seed, **audit_options(args),
                **plan.worker_options}
     job = SweepJob(backend.suite, plan.specs, settings, rounds_from(args, DEFAULT_ROUNDS), options, checkpoint,
                    pythons=pythons or {})
@@ -284,7 +288,7 @@ def run_sweep(backend, args, argv: List[str], device: str) -> int:
     checkpoint = checkpoint_path_for(paths.get("json") or paths["md"])
     job, plan = _job(backend, args, device, checkpoint)
     started = time.perf_counter()
-    environment, results = sweep.measure(job, args, PROG, argv, _environment_extra(backend, args))[""]
+    environment, results = sweep.measure(job, run_plan_from(args), PROG, argv, _environment_extra(backend, args))[""]
     report = build_report(args, plan, job, environment, results, paths)
     written = write_outputs(report, paths, args.overwrite, backend.to_markdown, checkpoint, plot_dir=args.plot,
                             suite=backend.suite)
@@ -300,7 +304,7 @@ def run_ab(backend, args, argv: List[str], device: str) -> int:
 
     pythons = ab.plan(args, backend.suite)
     job, plan = _job(backend, args, device, ab.checkpoint_path(args), pythons)
-    measured = sweep.measure(job, args, PROG, argv, _environment_extra(backend, args))
+    measured = sweep.measure(job, run_plan_from(args, ab=True), PROG, argv, _environment_extra(backend, args))
     reports = {side: build_report(args, plan, job, environment, results, {})
                for side, (environment, results) in measured.items()}
     status = ab.finish(backend.suite, reports, args)

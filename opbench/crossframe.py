@@ -34,6 +34,8 @@ from benchcore.cli.options import (
     non_negative_int,
     output_paths,
     positive_int,
+    rounds_from,
+    run_plan_from,
     run_settings_from,
     write_outputs,
 )
@@ -143,7 +145,7 @@ def run(argv: Sequence[str]) -> int:
     measured = {}
     for framework, specs in (("mxnet", mxnet_specs), ("torch", torch_specs)):
         job = _job(args, framework, specs, checkpoint_path_for(stem.with_name(f"{stem.name}.{framework}")))
-        environment, results = sweep.measure(job, args, PROG, ["crossframe", *argv], _extra(args, framework))[""]
+        environment, results = sweep.measure(job, run_plan_from(args), PROG, ["crossframe", *argv], _extra(args, framework))[""]
         measured[framework] = (job, environment, results)
     report = build_report(args, measured, rows)
     written = write_outputs(report, paths, args.overwrite, to_markdown, None, suite=backend_for("mxnet").suite)
@@ -160,7 +162,7 @@ def run(argv: Sequence[str]) -> int:
 
 
 def _job(args, framework: str, specs, checkpoint):
-    from benchcore.execute.sweep import SweepJob, rounds_from
+    from benchcore.execute.sweep import SweepJob
 
     suite = backend_for(framework).suite
     settings = run_settings_from(args, args.warmup, args.runs)

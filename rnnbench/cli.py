@@ -112,7 +112,7 @@ def _bench_parser(sub, ab: bool = False) -> None:
     # ResNet-50 at fastrnns' sizes takes seconds per iteration on a CPU: 110 of them pass
     # benchcore's 600 s default, so a default CPU sweep would time out.
     core_cli.add_run_arguments(p, rounds=DEFAULT_ROUNDS, timeout_s=BENCH_TIMEOUT_S)
-    audit.add_audit_arguments(p)
+    core_cli.add_audit_arguments(p)
     if ab:
         from benchcore.cli.ab import add_ab_arguments
 
@@ -268,7 +268,7 @@ def _check_bench_args(args) -> None:
 def _job(args, checkpoint, pythons=None):
     """The sweep `bench` and `ab` run: (job, every runner before sharding)."""
     from benchcore.execute.rounds import shard_specs
-    from benchcore.execute.sweep import SweepJob, rounds_from
+    from benchcore.execute.sweep import SweepJob
 
     all_specs = bench.build_specs(args)
     specs = shard_specs(all_specs, core_cli.parse_shard(args.shard))
@@ -276,8 +276,8 @@ def _job(args, checkpoint, pythons=None):
         raise UsageError("nothing to run: no runner selected (--group/--rnns/--cnns/--shard); use --group rnns and/or cnns, or --variable-lstms")
     bench.check_runners(sorted({s.name for s in specs}), args.device)
     settings = core_cli.run_settings_from(args, warmup=args.warmup, runs=args.nloops)
-    options = {"threads": args.threads, "seed": args.seed, **audit.worker_options(args)}
-    job = SweepJob(SUITE, specs, settings, rounds_from(args, DEFAULT_ROUNDS), options, checkpoint, pythons=pythons or {})
+    options = {"threads": args.threads, "seed": args.seed, **core_cli.audit_options(args)}
+    job = SweepJob(SUITE, specs, settings, core_cli.rounds_from(args, DEFAULT_ROUNDS), options, checkpoint, pythons=pythons or {})
     return job, all_specs
 
 
@@ -292,7 +292,7 @@ def _report(args, job, all_specs, environment, results):
                   "rounds": job.settings_record(), "device": args.device, "fuser": args.fuser,
                   "executor": args.executor or "default",
                   "sizes": {**bench.sizes_from(args), "cnnBatch": args.cnnBatch}, "unit": "ms", "shard": args.shard,
-                  "runners": bench.run_order(all_specs), **audit.worker_options(args)},
+                  "runners": bench.run_order(all_specs), **core_cli.audit_options(args)},
         results=results,
     )
 
@@ -312,7 +312,7 @@ def _bench(args, argv: Sequence[str]) -> int:
         prepare_chart_folder(args.plot, PROG, args.overwrite)
     checkpoint = core_cli.checkpoint_path_for(targets.get("json") or targets["md"]) if targets else None
     job, all_specs = _job(args, checkpoint)
-    environment, results = sweep.measure(job, args, PROG, argv, _environment_extra(args),
+    environment, results = sweep.measure(job, core_cli.run_plan_from(args), PROG, argv, _environment_extra(args),
                                          collect_local=lambda: bench_environment(args, argv))[""]
     report = _report(args, job, all_specs, environment, results)
     _err(bench.console_table(results, sep=args.sep))
@@ -351,7 +351,7 @@ def _ab(args, argv: Sequence[str]) -> int:
     _check_bench_args(args)
     pythons = ab.plan(args, SUITE)
     job, all_specs = _job(args, ab.checkpoint_path(args), pythons)
-    measured = sweep.measure(job, args, PROG, argv, _environment_extra(args))
+    measured = sweep.measure(job, core_cli.run_plan_from(args, ab=True), PROG, argv, _environment_extra(args))
     reports = {side: _report(args, job, all_specs, environment, results)
                for side, (environment, results) in measured.items()}
     for side, (_environment, results) in measured.items():

@@ -8,6 +8,7 @@ machine-readable.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import math
 import os
 import signal
@@ -257,6 +258,62 @@ def run_settings_from(args, warmup: int, runs: int, run_backward: bool = True):
         min_time_s=min_time,
         max_time_s=max_time,
     )
+
+
+def audit_options(args) -> dict:
+    """What --no-audit and --flush-denormal tell a sweep's workers (and its checkpoint and settings record)."""
+    return {"audit": not args.no_audit, "flush_denormal": args.flush_denormal}
+
+
+def add_audit_arguments(parser) -> None:
+    """--no-audit and --flush-denormal, shared by the sweeps' command lines."""
+    group = parser.add_argument_group("numbers")
+    group.add_argument("--no-audit", action="store_true",
+                       help="skip the untimed pass per case that counts NaN, Inf and subnormal values in every "
+                            "input, output and gradient (on by default; recorded)")
+    group.add_argument("--flush-denormal", action="store_true",
+                       help="set FTZ/DAZ (flush subnormals to zero) in the worker before each case; the report "
+                            "records whether the operator threads really flush")
+
+
+def run_plan_from(args, ab: bool = False):
+    """How the sweep runs (benchcore.execute.sweep.RunPlan) from the run and cluster flags; cluster
+    flags that cannot work together are refused here, before anything runs (Ray not needed)."""
+    from benchcore.execute.cluster.driver import DEFAULT_MAX_RETRIES, ClusterPlan, parse_address
+    from benchcore.execute.sweep import RunPlan
+
+    address = getattr(args, "ray", None)
+    memory_gb = getattr(args, "memory_limit_gb", None)
+    plan = RunPlan(isolate=not getattr(args, "no_isolation", False), timeout_s=getattr(args, "timeout", None),
+                   resume=bool(getattr(args, "resume", False)), memory_limit_bytes=int(memory_gb * 2**30) if memory_gb else None)
+    if address is None:
+        given = [flag for flag, value in (("--shards", getattr(args, "shards", None)),
+                                          ("--max-retries", getattr(args, "max_retries", None)),
+                                          ("--allow-env-mismatch", getattr(args, "allow_env_mismatch", None)))
+                 if value is not None]
+        if given:
+            raise UsageError(f"{given[0]} only applies with --ray; add --ray ADDRESS or drop {given[0]}")
+        return plan
+    if getattr(args, "shard", None):
+        raise UsageError("--ray cuts the sweep into shards itself; drop --shard K/N (--shards N sets how many)")
+    if not plan.isolate:
+        raise UsageError("--ray runs every shard in isolated workers on its node; drop --no-isolation")
+    if ab:
+        raise UsageError("--ray does not go with ab, whose two interpreters alternate on one machine; "
+                         "run ab on one node, or drop --ray")
+    retries = getattr(args, "max_retries", None)
+    cluster = ClusterPlan(parse_address(address).text, getattr(args, "shards", None),
+                          DEFAULT_MAX_RETRIES if retries is None else retries, bool(getattr(args, "allow_env_mismatch", None)))
+    return dataclasses.replace(plan, cluster=cluster)
+
+
+def rounds_from(args, default: int):
+    """--rounds (the suite's default when not given), with the cases' order seeded by --seed."""
+    from benchcore.execute.rounds import RoundPlan
+
+    rounds = default if getattr(args, "rounds", None) is None else args.rounds
+    seed = getattr(args, "seed", None)
+    return RoundPlan(rounds=rounds, order_seed=0 if seed is None else int(seed))
 
 
 def run_main(main: Callable[[List[str]], int], argv: Optional[Sequence[str]], prog: str) -> int:

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from benchcore.errors import UsageError
+from benchcore.execute.cluster.driver import ClusterPlan
 from benchcore.execute.rounds import RoundPlan, combine_results
 from benchcore.measure import reference
 from benchcore.measure.case import CaseSpec
@@ -77,25 +78,38 @@ class SweepJob:
         return {**self.rounds.to_dict(), "runs_per_round": per_round.runs, "warmup_per_round": per_round.warmup}
 
 
-def measure(job: SweepJob, args, prog: str, argv: Sequence[str], extra: dict,
+@dataclass(frozen=True)
+class RunPlan:
+    """How a sweep runs, as its command line asked (benchcore.cli.options.run_plan_from): the
+    argparse namespace stops at the command line, and this is what crosses into the sweep."""
+
+    isolate: bool = True
+    timeout_s: Optional[float] = None
+    #: continue the checkpoint of an interrupted sweep
+    resume: bool = False
+    #: the workers' restart ceiling (--memory-limit-gb); None: none
+    memory_limit_bytes: Optional[int] = None
+    #: --ray and its flags; None: on this machine
+    cluster: Optional[ClusterPlan] = None
+
+
+def measure(job: SweepJob, plan: RunPlan, prog: str, argv: Sequence[str], extra: dict,
             collect_local: Optional[Callable[[], dict]] = None) -> Dict[str, Tuple[dict, List[CaseResult]]]:
     """The steps every sweep takes, `ab` or not: side → (environment, results in the specs' order).
 
-    Refuse cluster flags that do not go together and a checkpoint that cannot be resumed (before
-    anything is printed); with --ray, hand the sweep to benchcore.execute.cluster.driver. Else read the machine's
+    Refuse a checkpoint that cannot be resumed (before anything is printed); with a cluster plan,
+    hand the sweep to benchcore.execute.cluster.driver. Else read the machine's
     noise state and warn; collect each side's environment (this interpreter's through
     `collect_local`, or an A/B side's in its own interpreter); run every slot; read the machine
     again, recorded in each environment's `system` block.
     """
     from benchcore.execute.checkpoint import check_checkpoint
-    from benchcore.execute.cluster.driver import check_flags
     from benchcore.execute.system import read_system
 
-    check_flags(args, job)
     if job.checkpoint is not None:
-        check_checkpoint(job.checkpoint, job.options(), args.resume)
-    if getattr(args, "ray", None):
-        return on_cluster(job, args, prog, argv, extra)
+        check_checkpoint(job.checkpoint, job.options(), plan.resume)
+    if plan.cluster is not None:
+        return on_cluster(job, plan, prog, argv, extra)
     if job.pythons and job.env is None:
         job.env = side_env(os.environ)
     start = read_system_warned(prog)
@@ -103,7 +117,7 @@ def measure(job: SweepJob, args, prog: str, argv: Sequence[str], extra: dict,
         environments = side_environments(job.pythons, job.suite, [prog, *argv], extra)
     else:
         environments = {"": collect_local() if collect_local else collect(prog, [prog, *argv], job.suite.collectors, extra)}
-    by_side = run(job, args)
+    by_side = run(job, plan)
     end = read_system().to_dict()
     measured = {}
     for side, results in by_side.items():
@@ -118,14 +132,14 @@ def _reference_block(results: List[CaseResult]) -> Optional[dict]:
     return reference.block([r for r in results if reference.is_reference(r.spec)])
 
 
-def on_cluster(job: SweepJob, args, prog: str, argv: Sequence[str], extra: dict):
+def on_cluster(job: SweepJob, plan: RunPlan, prog: str, argv: Sequence[str], extra: dict):
     """The sweep as shards on a Ray cluster (benchcore.execute.cluster.driver), its progress on stderr: a line per
     shard started, finished or lost, with every node's running/finished count."""
     from benchcore.execute.cluster import driver
 
     bar = _progress(len(job.rounds.slots(job.specs, job.sides)))
     try:
-        return driver.sweep_on_cluster(job, args, prog, argv, extra,
+        return driver.sweep_on_cluster(job, plan, prog, argv, extra,
                                on_event=lambda line: bar.write(f"{prog}: ray: {line}", file=sys.stderr),
                                on_result=lambda result: bar.update(1))
     finally:
@@ -157,9 +171,9 @@ def side_environments(pythons: Dict[str, str], suite: Suite, argv: Sequence[str]
     return found
 
 
-def run(job: SweepJob, args) -> Dict[str, List[CaseResult]]:
+def run(job: SweepJob, plan: RunPlan) -> Dict[str, List[CaseResult]]:
     """Run every round of every case (on every side); side → results in the specs' order."""
-    from benchcore.execute.worker import memory_limit_bytes, run_slots
+    from benchcore.execute.worker import run_slots
 
     slots = job.rounds.slots(job.all_specs, job.sides)
     bar = _progress(len(slots))
@@ -170,8 +184,8 @@ def run(job: SweepJob, args) -> Dict[str, List[CaseResult]]:
     try:
         done = run_slots(
             slots, job.suite.executor, job.options(),
-            isolate=not args.no_isolation, timeout_s=args.timeout, checkpoint=job.checkpoint, resume=args.resume,
-            memory_limit_bytes=memory_limit_bytes(args),
+            isolate=plan.isolate, timeout_s=plan.timeout_s, checkpoint=job.checkpoint, resume=plan.resume,
+            memory_limit_bytes=plan.memory_limit_bytes,
             env=job.env, pythons=job.pythons or None, on_start=started, on_result=lambda result: bar.update(1))
     finally:
         bar.close()
@@ -188,13 +202,6 @@ def _progress(total: int):
 
     shown = total > 0 and (sys.stderr.isatty() or os.environ.get("BENCH_PROGRESS") == "1")
     return tqdm(total=total, file=sys.stderr, unit="case", dynamic_ncols=True, disable=not shown)
-
-
-def rounds_from(args, default: int) -> RoundPlan:
-    """--rounds (the suite's default when not given), with the cases' order seeded by --seed."""
-    rounds = default if getattr(args, "rounds", None) is None else args.rounds
-    seed = getattr(args, "seed", None)
-    return RoundPlan(rounds=rounds, order_seed=0 if seed is None else int(seed))
 
 
 def read_system_warned(prog: str):

@@ -428,8 +428,3 @@ class _Isolated:
 
 if __name__ == "__main__":
     worker_main(sys.argv[1])
-
-
-def memory_limit_bytes(args) -> Optional[int]:
-    """--memory-limit-gb in bytes (the workers' restart ceiling); None without one."""
-    return int(args.memory_limit_gb * 2**30) if args.memory_limit_gb else None

@@ -331,19 +331,3 @@ def flush_notable(states: Iterable[Optional[dict]]) -> bool:
     line in a sweep's summary."""
     return any(state and (state.get("requested") or any((state.get("operator_threads") or {}).values()))
                for state in states)
-
-
-def worker_options(args) -> dict:
-    """What the two flags tell a sweep's workers (and its checkpoint and settings record)."""
-    return {"audit": not args.no_audit, "flush_denormal": args.flush_denormal}
-
-
-def add_audit_arguments(parser) -> None:
-    """--no-audit and --flush-denormal, shared by the sweeps' command lines."""
-    group = parser.add_argument_group("numbers")
-    group.add_argument("--no-audit", action="store_true",
-                       help="skip the untimed pass per case that counts NaN, Inf and subnormal values in every "
-                            "input, output and gradient (on by default; recorded)")
-    group.add_argument("--flush-denormal", action="store_true",
-                       help="set FTZ/DAZ (flush subnormals to zero) in the worker before each case; the report "
-                            "records whether the operator threads really flush")

@@ -25,7 +25,7 @@ from typing import List
 
 import pytest
 
-from benchcore.cli.options import ArgumentParser, add_run_arguments, add_shard_argument
+from benchcore.cli.options import ArgumentParser, add_run_arguments, add_shard_argument, run_plan_from
 from benchcore.compare.verdicts import compare
 from benchcore.errors import UsageError
 from benchcore.execute import sweep
@@ -380,7 +380,7 @@ def killed(cluster, tmp_path_factory):
     args = parser.parse_args(["--ray", cluster.address, "--shards", "2", "--max-retries", "1", "--timeout", "120"])
     job = SweepJob(suite, specs, RunSettings(warmup=0, runs=1), RoundPlan(1), {}, checkpoint=folder / "c.jsonl")
     with contextlib.redirect_stderr(io.StringIO()) as err:
-        environment, results = sweep.measure(job, args, "clustertest", [], {})[""]
+        environment, results = sweep.measure(job, run_plan_from(args), "clustertest", [], {})[""]
     lines = [json.loads(line) for line in (folder / "c.jsonl").read_text().splitlines()[1:]]
     return environment, {r.spec.name: r for r in results}, lines, err.getvalue()
 

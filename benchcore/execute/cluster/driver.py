@@ -60,25 +60,15 @@ EventSink = Callable[[str], None]
 # --------------------------------------------------------------------------- flags and address
 
 
-def check_flags(args, job) -> None:
-    """Refuse cluster flags that cannot work together, before anything runs (Ray not needed)."""
-    address = getattr(args, "ray", None)
-    if address is None:
-        given = [flag for flag, value in (("--shards", getattr(args, "shards", None)),
-                                          ("--max-retries", getattr(args, "max_retries", None)),
-                                          ("--allow-env-mismatch", getattr(args, "allow_env_mismatch", None)))
-                 if value is not None]
-        if given:
-            raise UsageError(f"{given[0]} only applies with --ray; add --ray ADDRESS or drop {given[0]}")
-        return
-    if getattr(args, "shard", None):
-        raise UsageError("--ray cuts the sweep into shards itself; drop --shard K/N (--shards N sets how many)")
-    if getattr(args, "no_isolation", False):
-        raise UsageError("--ray runs every shard in isolated workers on its node; drop --no-isolation")
-    if job.pythons:
-        raise UsageError("--ray does not go with ab, whose two interpreters alternate on one machine; "
-                         "run ab on one node, or drop --ray")
-    parse_address(address)
+@dataclass(frozen=True)
+class ClusterPlan:
+    """--ray and its flags, as benchcore.cli.options.run_plan_from checked them."""
+
+    address: str
+    #: how many shards to cut; None: one per slot the eligible nodes offer
+    shards: Optional[int] = None
+    max_retries: int = DEFAULT_MAX_RETRIES
+    allow_env_mismatch: bool = False
 
 
 @dataclass(frozen=True)
@@ -532,7 +522,7 @@ class Dispatch:
 # --------------------------------------------------------------------------- the sweep
 
 
-def sweep_on_cluster(job, args, prog: str, argv: Sequence[str], extra: dict, on_event: EventSink,
+def sweep_on_cluster(job, plan, prog: str, argv: Sequence[str], extra: dict, on_event: EventSink,
             on_result: Optional[Callable[[CaseResult], None]] = None) -> Dict[str, Tuple[dict, List[CaseResult]]]:
     """benchcore.execute.sweep.measure on a Ray cluster: side "" → (environment, results in the specs' order).
 
@@ -540,40 +530,40 @@ def sweep_on_cluster(job, args, prog: str, argv: Sequence[str], extra: dict, on_
     one reference cannot stand for all of them; compare then divides no drift out."""
     from benchcore.execute.environment import THREAD_VARIABLES, git_commit
     from benchcore.execute.rounds import combine_results
-    from benchcore.execute.worker import memory_limit_bytes
 
     ray = import_ray()
-    address = parse_address(args.ray)
+    cluster = plan.cluster
+    address = parse_address(cluster.address)
     packages = shipped_packages(job.suite.executor)
     setup = NodeSetup({name: os.environ.get(name) for name in THREAD_VARIABLES}, packages)
     with connected(ray, address, packages):
         # the nodes run the driver's code (shipped): its commit, not that of the node's copy
         request = ProbeRequest(job.suite.name, job.suite.executor, tuple(job.suite.frameworks), [prog, *argv],
                                {**extra, "git_commit": git_commit()}, setup, tuple(job.suite.collectors))
-        nodes, claim, groups = _probed_nodes(ray, job, args, request)
+        nodes, claim, groups = _probed_nodes(ray, job, cluster, request)
         plan = job.rounds.slots(job.specs, job.sides)
-        store, done = _open_checkpoint(job, args)
+        store, done = _open_checkpoint(job, plan.resume)
         missing = [slot for slot in plan if slot.key not in done]
-        shards = cut_shards(missing, args.shards or sum(node.capacity for node in nodes))
+        shards = cut_shards(missing, cluster.shards or sum(node.capacity for node in nodes))
         on_event(f"{address.text}: {len(nodes)} eligible node(s) probed; {len(missing)} of {len(plan)} slots to run "
                  f"in {len(shards)} shard(s), each claiming {_CLAIMS[claim]}"
                  + (f"; {len(plan) - len(missing)} taken from the checkpoint" if done else ""))
-        template = ShardTask("", job.suite.executor, job.options(), [], args.timeout, memory_limit_bytes(args), setup)
-        dispatch = Dispatch(ray, nodes, shards, template, store, _max_retries(args), on_event, on_result)
+        template = ShardTask("", job.suite.executor, job.options(), [], plan.timeout_s, plan.memory_limit_bytes, setup)
+        dispatch = Dispatch(ray, nodes, shards, template, store, cluster.max_retries, on_event, on_result)
         results = {**done, **dispatch.run()}
-    record = _record(args, claim, nodes, groups, len(shards), dispatch, results, len(done))
+    record = _record(cluster, claim, nodes, groups, len(shards), dispatch, results, len(done))
     combined = combine_results([(slot, results[slot.key]) for slot in plan], job.specs, job.suite.combine_rounds)
     return {"": (dict(groups[0].environment, cluster=record), combined)}
 
 
-def _probed_nodes(ray, job, args, request: ProbeRequest) -> Tuple[List[Node], str, List[EnvironmentGroup]]:
+def _probed_nodes(ray, job, cluster: ClusterPlan, request: ProbeRequest) -> Tuple[List[Node], str, List[EnvironmentGroup]]:
     """The eligible nodes (each with its environment group), the claim, and the groups; one line
     and nothing run when there is no node, a node lacks something, or environments differ."""
     nodes, claim = eligible_nodes(ray.nodes(), any(job.suite.uses_gpu(spec) for spec in job.specs))
     if not nodes:
         raise UsageError(_no_node_message(claim))
     groups = environment_groups(job.suite.name, probe_nodes(ray, nodes, request))
-    if len(groups) > 1 and not args.allow_env_mismatch:
+    if len(groups) > 1 and not cluster.allow_env_mismatch:
         raise UsageError(mismatch_message(groups))
     for group in groups:
         for node in nodes:
@@ -584,19 +574,15 @@ def _probed_nodes(ray, job, args, request: ProbeRequest) -> Tuple[List[Node], st
 _CLAIMS = {"gpu": "one GPU", SLOT_RESOURCE: f"one {SLOT_RESOURCE}", "cpu": "all of a node's CPUs"}
 
 
-def _open_checkpoint(job, args) -> Tuple[Optional[Checkpoint], Dict[tuple, CaseResult]]:
+def _open_checkpoint(job, resume: bool) -> Tuple[Optional[Checkpoint], Dict[tuple, CaseResult]]:
     """The driver's checkpoint, as run_slots keeps it on one machine (sweep.measure checked it)."""
     if job.checkpoint is None:
         return None, {}
     store = Checkpoint(job.checkpoint)
-    if store.path.exists() and args.resume:
+    if store.path.exists() and resume:
         return store, store.load()
     store.start(job.options())
     return store, {}
-
-
-def _max_retries(args) -> int:
-    return DEFAULT_MAX_RETRIES if args.max_retries is None else args.max_retries
 
 
 def _no_node_message(claim: str) -> str:
@@ -605,7 +591,7 @@ def _no_node_message(claim: str) -> str:
     return "--ray: no node of the cluster offers CPUs to run on; add worker nodes (ray start --address …)"
 
 
-def _record(args, claim: str, nodes: List[Node], groups: List[EnvironmentGroup], shards: int, dispatch: Dispatch,
+def _record(cluster: ClusterPlan, claim: str, nodes: List[Node], groups: List[EnvironmentGroup], shards: int, dispatch: Dispatch,
             results: Dict[tuple, CaseResult], resumed: int) -> dict:
     """environment.cluster: where the sweep ran (docs/REPORT_FORMAT.md)."""
     environments = {label: group.environment for group in groups for label in group.nodes}
@@ -614,11 +600,11 @@ def _record(args, claim: str, nodes: List[Node], groups: List[EnvironmentGroup],
         if result.node:
             counts[result.node] = counts.get(result.node, 0) + 1
     return {
-        "address": args.ray,
+        "address": cluster.address,
         "claim": claim,
         "shards": shards,
-        "max_retries": _max_retries(args),
-        "env_mismatch_allowed": bool(args.allow_env_mismatch),
+        "max_retries": cluster.max_retries,
+        "env_mismatch_allowed": cluster.allow_env_mismatch,
         "resumed_slots": resumed,
         "environment_groups": [group.to_dict() for group in groups],
         "nodes": [{"node": node.label, "node_id": node.node_id, "group": node.group, "slots": counts.get(node.label, 0),
