@@ -1,17 +1,6 @@
-"""opbench: every MXNet operator, discovered from the registry, timed forward and backward."""
+"""opbench: framework operators timed forward and backward, one isolated case at a time.
 
-import os as _os
-import sys as _sys
-
-#: MXNet keeps a temporary workspace per CPU "temp space copy" (4 by default, used round-robin)
-#: and only ever grows it. With 4 copies, whether a case's measured runs allocate workspace
-#: (and so its peak memory) depends on what the worker ran before: sort on (1024,1024) read
-#: 25.2 MB as a worker's first case and 8.4 MB after a case that grew the workspace. With one
-#: copy the warmup grows it to what the case needs before the profiler starts, so the measured
-#: peak is the same whatever ran before (outputs, gradients and temporaries; workspace MXNet
-#: already holds is not counted). CPU operators run one at a time here, so one copy costs no
-#: concurrency. Set before MXNet is imported; the worker processes import opbench first.
-TEMP_COPY_ENV = "MXNET_CPU_TEMP_COPY"
-_os.environ.setdefault(TEMP_COPY_ENV, "1")
-#: False when MXNet was imported before opbench, so the setting above may not apply.
-TEMP_COPY_APPLIED = "mxnet" not in _sys.modules
+Which operators a sweep covers and how a case runs is each framework backend's (opbench.backends:
+MXNet's registry of operators, PyTorch's OpInfo database); the sweep, reports and comparisons are
+benchcore's. Importing opbench loads no framework and sets nothing.
+"""

@@ -1,4 +1,5 @@
-"""Views of an opbench Report: opperf's JSON shape and the Markdown report.
+"""Views of an MXNet opbench Report: opperf's JSON shape and the Markdown report, and the table
+helpers the PyTorch report's view (opbench.backends.torch.views) shares.
 
 The JSON Report (benchcore.report.model) is the source of truth; everything here is derived from a
 loaded Report, so a report on disk can be re-rendered at any time (`opperf_view(Report.load(p))`).

@@ -1,8 +1,10 @@
-"""Pieces both command lines share: run options, thread settings, error handling, progress.
+"""Pieces both command lines share: the flags every sweep understands and the typed plans they
+become (RunPlan, RoundPlan, RunSettings, the audit's worker options), threads, output paths and
+writing, report loading, and the one-line usage errors (run_main).
 
 The suites' CLIs are thin layers: they parse flags, build CaseSpecs, run them through
-benchcore.execute.sweep, and hand the results to the report writers. Everything here prints to stderr only, so stdout stays
-machine-readable.
+benchcore.execute.sweep, and hand the results to the report writers. The argparse namespace stops
+here. Messages go to stderr; stdout carries only what a command was asked to print (emit).
 """
 
 from __future__ import annotations

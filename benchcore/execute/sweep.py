@@ -1,10 +1,12 @@
-"""The sweep pipeline both command lines share: rounds, A/B sides, checkpoint, progress, outputs.
+"""The sweep pipeline both command lines share: rounds, A/B sides, checkpoint, progress.
 
-A suite's CLI parses its flags and plans its cases; from there both suites take the same steps,
-here: split the runs over the rounds, schedule the rounds (and, for `ab`, the two sides,
-alternated ABBA), run them in isolated workers with one checkpoint, combine each case's rounds
-with the suite's combiner, read the machine's noise state before and after, and write the
-report's outputs. Only the report's contents (settings, extras, views) stay with the suite.
+A suite's CLI parses its flags, plans its cases (a SweepJob) and says how to run them (a RunPlan,
+benchcore.cli.options.run_plan_from); from there both suites take the same steps, here: split the
+runs over the rounds, schedule the rounds (and, for `ab`, the two sides, alternated ABBA), run
+them in isolated workers with one checkpoint, combine each case's rounds with the suite's
+combiner, and read the machine's noise state before and after; or hand the whole sweep to a Ray
+cluster (benchcore.execute.cluster.driver). The report's contents and outputs stay with the
+command lines (benchcore.cli.options.write_outputs) and the suite.
 """
 
 from __future__ import annotations

@@ -22,7 +22,7 @@ from opbench import views
 from opbench.equivalents import mxnet_for
 
 from ..base import OperatorInfo, Plan, split
-from . import listing, registry
+from . import listing, registry, workspace  # noqa: F401  (workspace: MXNet's temp-space setting, before MXNet loads)
 from .api import DTYPES
 from .cases import PY_WRAPPERS, generate_cases
 from .categories import CATEGORIES, category_of

@@ -20,7 +20,7 @@ started, so it is that case's own figure and does not accumulate across the case
 runs. Inputs exist before and are reported separately as `input_bytes`. The profiler stays on
 until every array the runs made is freed, which keeps its counter balanced from one case to
 the next. Temporary workspace MXNet already holds is not counted: opbench runs MXNet with one
-CPU temp-space copy (opbench.TEMP_COPY_ENV), which the warmup grows to what the case needs,
+CPU temp-space copy (opbench.backends.mxnet.workspace), which the warmup grows to what the case needs,
 so the figure does not depend on what the worker ran before (with `-w 0` the first measured
 call may still allocate workspace). `profiler.cpu_temp_copies` records the setting. On a
 counter that already holds tens of MB, MXNet's dump is exact to a few bytes, not to one. (MXNet 1.9.1 on CPU has no other memory API: `mx.context.gpu_memory_info` is
@@ -47,7 +47,6 @@ import time
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional
 
-import opbench
 from benchcore.errors import SkipCase, UsageError, error_summary
 from benchcore.measure import audit
 from benchcore.measure.case import CaseSpec, Workload
@@ -65,7 +64,7 @@ from opbench.backends.mxnet.profiler import (
     summarize_phase,
 )
 
-from . import arrays
+from . import arrays, workspace
 from .cases import describe_inputs
 from .device import mx_context
 
@@ -254,10 +253,10 @@ def run_native(workload: Workload, settings: RunSettings, op: str, ctx) -> dict:
 def _cpu_temp_copies() -> Optional[int]:
     """MXNet's CPU temp-space copies in this process; None when MXNet was imported before
     opbench could set it (then whatever the environment said at that import applies)."""
-    if not opbench.TEMP_COPY_APPLIED:
+    if not workspace.TEMP_COPY_APPLIED:
         return None
     try:
-        return int(os.environ.get(opbench.TEMP_COPY_ENV, "4"))
+        return int(os.environ.get(workspace.TEMP_COPY_ENV, "4"))
     except ValueError:
         return None
 
