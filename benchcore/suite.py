@@ -55,7 +55,7 @@ class Suite:
     timings: Callable[["CaseResult"], Dict[str, Timing]] = measurement_timings
     #: result → its group in summaries (an operator category, a runner group)
     category: Callable[["CaseResult"], str] = no_category
-    #: per-round metrics → one (benchcore.execute.rounds.combine_metrics with the suite's rules)
+    #: per-round metrics → one (benchcore.measure.combine.combine_metrics with the suite's rules)
     combine_rounds: Callable[[List[dict]], dict] = _combine_default
     #: merged Report → the Report as the unsharded run writes it (see benchcore.report.merge)
     finish_merge: Optional[Callable[["Report"], "Report"]] = None

@@ -14,7 +14,7 @@ What the test rests on depends on what the reports hold (docs/COMPARING.md has t
   unit of evidence: its samples are not independent draws about the build (the variance between
   processes dominates on a shared VM), so fifty samples from one process count once. With few
   rounds a case's own variance estimate is weak, so it is moderated by a prior fitted to all the
-  comparison's cases (benchcore.measure.measurement.VariancePrior), and a shift every case shares because the
+  comparison's cases (benchcore.compare.tests.VariancePrior), and a shift every case shares because the
   machine drifted between the sweeps is divided out first (benchcore.compare.drift).
 - **one process** (a report without rounds): a Mann–Whitney U test on the raw samples, as
   before rounds existed; every such verdict says that it cannot separate process noise.

@@ -357,7 +357,7 @@ class Shard:
 
 def cut_shards(missing: List[Slot], count: int) -> List[Shard]:
     """The missing slots in `count` shards (fewer when fewer cases miss slots): round-robin over
-    the cases sorted by key (benchcore.cli.options.shard_specs), each case's slots in plan order."""
+    the cases sorted by key (benchcore.execute.rounds.shard_specs), each case's slots in plan order."""
     from benchcore.execute.rounds import shard_specs
 
     specs = list({slot.spec.key: slot.spec for slot in missing}.values())
