@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 from typing import Dict
 
+from .cli import render_report
 from .commands import add_gate_arguments, comparison_text, judge, report_gate
 from .report import Report, check_writable, ensure_folder, write_text_atomic
 from .suite import Suite
@@ -58,7 +59,8 @@ def finish(suite: Suite, reports: Dict[str, Report], args) -> int:
     folder = Path(args.output_dir).expanduser()
     written = []
     for side in SIDES:
-        written.append(write_text_atomic(folder / f"{side}.json", reports[side].to_json() + "\n", args.overwrite))
+        text = render_report(reports[side], "json", None, suite)
+        written.append(write_text_atomic(folder / f"{side}.json", text + "\n", args.overwrite))
     result = judge(suite, reports["base"], reports["new"], args,
                    sources=(str(folder / "base.json"), str(folder / "new.json")), allow_env_mismatch=True)
     for name, fmt in (("comparison.md", "md"), ("comparison.json", "json")):

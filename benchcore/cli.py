@@ -66,6 +66,20 @@ positive_float = _finite_float(lambda value: value > 0, "greater than 0")
 non_negative_float = _finite_float(lambda value: value >= 0, ">= 0")
 
 
+def percent(text: str) -> float:
+    """A threshold in percent ("5" or "5%"). Every threshold flag of both tools is in percent;
+    a value between 0 and 1 without "%" is most likely a fraction meant as one (0.05 for 5%),
+    and taking it as 0.05% would make every case count as changed, so it is refused, saying
+    which it looks like."""
+    explicit = text.strip().endswith("%")
+    value = non_negative_float(text.strip().rstrip("%"))
+    if 0 < value < 1 and not explicit:
+        raise argparse.ArgumentTypeError(
+            f"{text} looks like a fraction, but thresholds are in percent: write {value * 100:g} for "
+            f"{value * 100:g}%, or {text}% if you mean {text} percent")
+    return value
+
+
 def add_run_arguments(parser: argparse.ArgumentParser, rounds: int, timeout_s: float = 600.0,
                       memory_limit_gb: float = 2.0, memory_why: str = "") -> None:
     """Flags every sweep understands: rounds, isolation, timeouts, resume, threads, adaptive
@@ -123,14 +137,15 @@ def apply_threads(threads: Optional[int]) -> None:
         os.environ[name] = str(threads)
 
 
-FORMATS = ("json", "md")
+FORMATS = ("json", "md", "csv")
 
 
 def parse_formats(text: str) -> Tuple[str, ...]:
-    """"json", "md" or "json,md" → a tuple of distinct formats, in the given order."""
+    """"json", "md", "csv" or several ("json,md,csv") → a tuple of distinct formats, in the given order."""
     formats = tuple(dict.fromkeys(f.strip().lower() for f in text.split(",") if f.strip()))
     if not formats or any(f not in FORMATS for f in formats):
-        raise UsageError(f"--output-format {text!r} is not json, md or json,md; choose one of those")
+        raise UsageError(f"-f/--format {text!r} is not json, md, csv or a comma-separated list of them "
+                         "(e.g. json,md); choose from those")
     return formats
 
 
@@ -146,7 +161,7 @@ def output_paths(output, formats: Sequence[str], default_stem: str) -> Dict[str,
             raise UsageError(f"-o {output} names a .{suffix} file but the format is {formats[0]}; "
                              f"name it {path.with_suffix('.' + formats[0]).name} or use -f {suffix}")
         return {formats[0]: path}
-    stem = path.with_suffix("") if path.suffix.lower() in (".json", ".md") else path
+    stem = path.with_suffix("") if suffix in FORMATS else path
     return {fmt: stem.with_name(f"{stem.name}.{fmt}") for fmt in formats}
 
 
@@ -161,12 +176,14 @@ def check_output_paths(paths: Dict[str, Path], overwrite: bool) -> None:
 
 
 def add_output_arguments(parser, default_stem: Optional[str]) -> None:
-    """-f/--output-format json|md|json,md, -o/--output-file PATH and --plot DIR."""
-    where = f"default ./{default_stem}.<json|md>" if default_stem else "default: stdout"
-    parser.add_argument("-f", "--output-format", dest="output_format", default=None, metavar="json|md|json,md",
-                        help="report format; json,md writes both from one stem (default: from the output file's "
-                             "suffix, else json)")
-    parser.add_argument("-o", "--output-file", dest="output_file", default=None, metavar="PATH",
+    """-f/--format json|md|csv (several: json,md), -o/--output PATH and --plot DIR; the older
+    spellings --output-format and --output-file stay as aliases."""
+    where = f"default ./{default_stem}.<json|md|csv>" if default_stem else "default: stdout"
+    parser.add_argument("-f", "--format", "--output-format", dest="output_format", default=None,
+                        metavar="json|md|csv[,...]",
+                        help="report format: json, md, csv (one row per case and phase); json,md writes both from "
+                             "one stem (default: from the output file's suffix, else json)")
+    parser.add_argument("-o", "--output", "--output-file", dest="output_file", default=None, metavar="PATH",
                         help=f"report path ({where})")
     parser.add_argument("--plot", default=None, metavar="DIR",
                         help="also draw PNG charts into DIR (needs the plot extra); the Markdown report links them")
@@ -177,7 +194,7 @@ def formats_for(args) -> Tuple[str, ...]:
     if args.output_format:
         return parse_formats(args.output_format)
     suffix = Path(args.output_file).suffix.lower() if args.output_file else ""
-    return ("md",) if suffix in (".md", ".markdown") else ("json",)
+    return ("md",) if suffix in (".md", ".markdown") else ("csv",) if suffix == ".csv" else ("json",)
 
 
 def write_outputs(report, paths: Dict[str, Path], overwrite: bool, to_markdown: Callable, checkpoint=None,
@@ -199,13 +216,29 @@ def write_outputs(report, paths: Dict[str, Path], overwrite: bool, to_markdown: 
         links = chart_links_markdown(charts, relative_to=markdown_folder) if charts else ""
     try:
         for fmt, path in paths.items():
-            text = report.to_json() if fmt == "json" else to_markdown(report) + ("\n" + links if links else "")
-            written.append(write_text_atomic(path, text + "\n", overwrite=overwrite))
+            text = render_report(report, fmt, to_markdown, suite) + ("\n" + links if links and fmt == "md" else "")
+            written.append(write_text_atomic(path, text.rstrip("\n") + "\n", overwrite=overwrite))
     except UsageError as exc:
         if checkpoint is None:
             raise
         raise UsageError(f"{exc}; the measured cases are kept in {checkpoint} (rerun with the same output and --resume)") from None
     return written
+
+
+def render_report(report, fmt: str, to_markdown: Callable, suite) -> str:
+    """One view of a report: JSON (with each case's headline figures, benchcore.headline),
+    Markdown, or CSV rows (benchcore.rows)."""
+    if fmt == "md":
+        return to_markdown(report)
+    from .headline import annotate
+    from .rows import suite_declaration
+
+    annotate(report, suite or suite_declaration(report.suite))
+    if fmt == "json":
+        return report.to_json()
+    from .rows import REPORT_COLUMNS, report_rows, to_csv
+
+    return to_csv(report_rows(report), REPORT_COLUMNS)
 
 
 def parse_shard(text: Optional[str]) -> Optional[Tuple[int, int]]:

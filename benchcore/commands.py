@@ -8,12 +8,13 @@ error (bad flag, missing or malformed file, a report of another suite), as one l
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 from pathlib import Path
 from typing import List, Optional
 
-from .cli import ArgumentParser, non_negative_float, run_main
+from .cli import ArgumentParser, percent, render_report, run_main
 from .errors import UsageError
 from .history import commands as history
 from .report import Report, write_text_atomic
@@ -30,12 +31,31 @@ def main(suite: Suite, argv: List[str]) -> int:
 
 def add_gate_arguments(p) -> None:
     """The verdict flags `compare` and `ab` share."""
-    p.add_argument("--threshold", type=float, default=0.05,
-                   help="smallest relative change that counts, as a fraction (default 0.05 = 5%%)")
+    p.add_argument("--threshold", type=percent, default=5.0, metavar="PCT",
+                   help="smallest change that counts, in percent (default 5; 0.5%% for half a percent)")
     p.add_argument("--alpha", type=float, default=0.05,
                    help="significance level of the test behind a verdict (default 0.05)")
-    p.add_argument("--fail-above", type=non_negative_float, default=None, metavar="PCT",
+    p.add_argument("--fail-above", type=percent, default=None, metavar="PCT",
                    help="CI gate: exit 1 when any case is judged slower by more than PCT percent, or broke")
+
+
+def add_format_arguments(p, formats, default: str, note: str = "") -> None:
+    """-f/--format and -o/--output, as every command spells them (the sweeps: benchcore.cli)."""
+    p.add_argument("-f", "--format", "--output-format", dest="format", type=_format_of(formats), default=default,
+                   metavar="|".join(formats),
+                   help=f"output format (default {default}" + (f"; {note}" if note else "") + ")")
+    p.add_argument("-o", "--output", "--output-file", dest="output", default=None, metavar="FILE",
+                   help="write here instead of stdout")
+
+
+def _format_of(formats):
+    """An argparse type: one of `formats`, else one line naming them (csv where a view has no rows)."""
+    def parse(text: str) -> str:
+        if text.lower() not in formats:
+            raise argparse.ArgumentTypeError(f"{text!r}: this command writes {', '.join(formats)}; choose one of those")
+        return text.lower()
+
+    return parse
 
 
 def build_parser(suite: str) -> ArgumentParser:
@@ -53,8 +73,7 @@ def build_parser(suite: str) -> ArgumentParser:
     add_gate_arguments(p)
     p.add_argument("--allow-env-mismatch", action="store_true",
                    help="compare reports from different environments (versions, CPU/GPU, threads) anyway")
-    p.add_argument("-f", "--format", choices=("md", "json"), default="md", help="output format (default md)")
-    p.add_argument("-o", "--output", default=None, metavar="FILE", help="write here instead of stdout")
+    add_format_arguments(p, ("md", "json", "csv"), "md", "csv: one row per case and phase")
     p.add_argument("--overwrite", action="store_true", help="replace an existing output file")
     p.add_argument("--plot", default=None, metavar="DIR", help="also write the comparison chart (PNG) into DIR")
 
@@ -112,6 +131,9 @@ def _compare(suite: Suite, args) -> int:
     result = judge(suite, base, new, args, sources=(args.base, args.new))
     text = comparison_text(result, args.format, args.output, args.plot)
     _emit(text, args.output, args.overwrite)
+    if args.output or args.format != "md":  # the Markdown on stdout ends with the answer already
+        for line in result.answer.lines():
+            print(f"{suite.name}: {line}", file=sys.stderr)
     return report_gate(suite.name, result.gate) if result.gate is not None else 0
 
 
@@ -120,13 +142,19 @@ def judge(suite: Suite, base: Report, new: Report, args, sources=(None, None), a
     from .compare import compare
 
     allowed = args.allow_env_mismatch if allow_env_mismatch is None else allow_env_mismatch
-    result = compare(base, new, suite, threshold=args.threshold, alpha=args.alpha, allow_env_mismatch=allowed)
+    from .answer import answer, settings_differences
+
+    if args.threshold >= 100:
+        raise UsageError(f"--threshold {args.threshold:g} is 100% or more: no change could pass it; "
+                         "give a percent below 100 (e.g. 5)")
+    result = compare(base, new, suite, threshold=args.threshold / 100, alpha=args.alpha, allow_env_mismatch=allowed)
     result.base_source, result.new_source = sources
     if args.fail_above is not None:
         if not result.cases:  # a gate that compared nothing must not pass
             raise UsageError("no case was measured in both reports, so --fail-above has nothing to gate; "
                              "compare reports of the same cases (same selection, dtype and sizes)")
         result.gate = result.gate_verdict(args.fail_above)
+    result.answer = answer(result, settings_differences(base, new))
     if result.env_differences:
         keys = ", ".join(d["key"] for d in result.env_differences)
         why = "an A/B run's two environments" if allow_env_mismatch else "--allow-env-mismatch"
@@ -135,7 +163,7 @@ def judge(suite: Suite, base: Report, new: Report, args, sources=(None, None), a
 
 
 def comparison_text(result, fmt: str, output, plot_dir) -> str:
-    """The comparison as Markdown or JSON, with its chart written and linked when asked."""
+    """The comparison as Markdown, JSON or CSV rows, with its chart written (and linked) when asked."""
     charts = []
     if plot_dir:
         from .plot import write_comparison_chart
@@ -146,6 +174,10 @@ def comparison_text(result, fmt: str, output, plot_dir) -> str:
         data = result.to_dict()
         data["charts"] = [str(c) for c in charts]
         return json.dumps(data, indent=2, allow_nan=False)
+    if fmt == "csv":
+        from .rows import COMPARISON_COLUMNS, comparison_rows, to_csv
+
+        return to_csv(comparison_rows(result), COMPARISON_COLUMNS)
     from .plot import chart_links_markdown
     from .views import comparison_markdown
 
@@ -194,7 +226,7 @@ def _merge(suite: Suite, args) -> int:
         raise UsageError(f"output file {args.output} already exists; choose another path or pass --overwrite")
     reports = [load_report(path, suite.name) for path in args.shards]
     merged = merge(reports, sources=args.shards, allow_partial=args.allow_partial, finish=suite.finish_merge)
-    _emit(merged.to_json(), args.output, args.overwrite)
+    _emit(render_report(merged, "json", None, suite), args.output, args.overwrite)
     return 0
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Optional
 
+from .answer import short_reason
 from .compare import VERDICTS, Comparison, MetricComparison
 from .drift import MIN_QUANTITIES
 from .stats import percent_change
@@ -125,7 +126,7 @@ def comparison_markdown(comparison: Comparison, chart_links: str = "") -> str:
     rows = []
     for case in sorted(c.cases, key=lambda k: -(k.ratio or 0)):
         for m in case.metrics:
-            why = m.reason if m.verdict == "noisy" else ""  # the one verdict that needs its reason here
+            why = short_reason(m, c.threshold) if m.verdict == "noisy" else ""  # the full reason: the JSON
             rows.append([case.label, case.category, m.metric, fmt_ms(m.base_ms), fmt_ms(m.new_ms),
                          fmt_ms(m.ratio, ".3f"), percent_change(m.judged_ratio), fmt_ms(m.p_value, ".3g"), m.verdict,
                          _evidence(m), why.replace("|", "\\|")])
@@ -142,4 +143,6 @@ def comparison_markdown(comparison: Comparison, chart_links: str = "") -> str:
         out += [table([[i["label"], i["reason"]] for i in c.unmeasured], ["Case", "Why"]), ""]
     if chart_links:
         out += [chart_links.rstrip(), ""]
+    if c.answer is not None:
+        out += ["## Answer", ""] + [f"- {line}" for line in c.answer.lines(limit=None)] + [""]
     return "\n".join(out)

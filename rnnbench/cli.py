@@ -224,8 +224,8 @@ def _output_targets(args) -> dict:
 
 def _render(report, fmt: str, charts: Sequence = ()) -> str:
     """A report for stdout; the Markdown links the charts relative to the working directory."""
-    if fmt == "json":
-        return report.to_json() + "\n"
+    if fmt != "md":
+        return core_cli.render_report(report, fmt, bench.markdown_report, SUITE) + "\n"
     from benchcore.plot import chart_links_markdown
 
     links = chart_links_markdown(list(charts), relative_to=Path.cwd()) if charts else ""
