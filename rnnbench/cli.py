@@ -60,7 +60,7 @@ def _add_sizes(parser, nloops_default: int, cnns: bool = False) -> None:
     sizes = parser.add_argument_group("sizes (fastrnns' names and defaults)")
     for name, default in bench.SIZE_DEFAULTS.items():
         sizes.add_argument(f"--{name}", type=positive_int, default=default, help=f"default {default}")
-    sizes.add_argument("--nloops", type=positive_int, default=nloops_default,
+    sizes.add_argument("-r", "--nloops", "--runs", dest="nloops", type=positive_int, default=nloops_default,
                        help=f"measured (bench) or profiled (profile) iterations per runner (default {nloops_default})")
     if cnns:
         # fastrnns' ResNets always took 32 images, whatever --miniBatch said; so do ours unless asked.
@@ -86,7 +86,7 @@ def _bench_parser(sub, ab: bool = False) -> None:
         p = sub.add_parser("bench", help="time runners' forward and backward (fastrnns bench.py)",
                            description="Time forward and backward of each runner, in milliseconds on every device.")
     _add_sizes(p, nloops_default=100, cnns=True)
-    p.add_argument("--warmup", type=non_negative_int, default=10, help="untimed iterations first (default 10)")
+    p.add_argument("-w", "--warmup", type=non_negative_int, default=10, help="untimed iterations first (default 10)")
     _add_model_options(p)
     p.add_argument("--variable-lstms", "--variable_lstms", dest="variable_lstms", action="store_true",
                    help="also run the variable-length LSTMs (vl_cudnn, vl_jit, vl_py); they ignore --seqLength")
@@ -146,7 +146,7 @@ def _profile_parser(sub) -> None:
     p.add_argument("--sleep-between-seconds", "--sleep_between_seconds", dest="sleep_between_seconds",
                    type=non_negative_float, default=1.0,
                    help="pause between runners so they are apart on the timeline, >= 0 (default 1)")
-    p.add_argument("--warmup", type=non_negative_int, default=DEFAULT_WARMUP,
+    p.add_argument("-w", "--warmup", type=non_negative_int, default=DEFAULT_WARMUP,
                    help="unprofiled iterations before each runner's profiled ones, in every mode (outside the NVTX "
                         "ranges under nsys/nvprof); TorchScript's profiling executor optimises only after a few "
                         f"(default {DEFAULT_WARMUP})")
