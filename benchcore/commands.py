@@ -144,9 +144,9 @@ def judge(suite: Suite, base: Report, new: Report, args, sources=(None, None), a
     allowed = args.allow_env_mismatch if allow_env_mismatch is None else allow_env_mismatch
     from .answer import answer, settings_differences
 
-    if args.threshold >= 100:
-        raise UsageError(f"--threshold {args.threshold:g} is 100% or more: no change could pass it; "
-                         "give a percent below 100 (e.g. 5)")
+    if not 0 < args.threshold < 100:
+        raise UsageError(f"--threshold {args.threshold:g}: the smallest change that counts is a percent above 0 "
+                         "and below 100; give e.g. --threshold 5")
     result = compare(base, new, suite, threshold=args.threshold / 100, alpha=args.alpha, allow_env_mismatch=allowed)
     result.base_source, result.new_source = sources
     if args.fail_above is not None:

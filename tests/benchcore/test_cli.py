@@ -79,8 +79,11 @@ def test_output_paths_share_one_stem(tmp_path):
     assert output_paths(None, ("md",), "mxnet_operator_benchmarks") == {"md": __import__("pathlib").Path("mxnet_operator_benchmarks.md")}
     assert formats_for(SimpleNamespace(output_format=None, output_file="a/b.md")) == ("md",)
     assert formats_for(SimpleNamespace(output_format="md,json", output_file=None)) == ("md", "json")
-    with pytest.raises(UsageError, match="json, md or json,md"):
-        formats_for(SimpleNamespace(output_format="csv", output_file=None))
+    assert formats_for(SimpleNamespace(output_format=None, output_file="a/b.csv")) == ("csv",)
+    assert output_paths(str(tmp_path / "r.csv"), ("json", "csv"), "x") == {"json": tmp_path / "r.json",
+                                                                          "csv": tmp_path / "r.csv"}
+    with pytest.raises(UsageError, match="is not json, md, csv or a comma-separated list of them"):
+        formats_for(SimpleNamespace(output_format="xml", output_file=None))
     with pytest.raises(UsageError, match="is a folder"):
         check_output_paths({"json": tmp_path}, overwrite=True)
 

@@ -100,8 +100,8 @@ def test_both_formats_share_a_stem_and_bad_format_is_usage_error(tmp_path, capsy
     assert code == 0, err
     assert Report.load(tmp_path / "both.json").results[0].spec.name == "py"
     assert "| py" in (tmp_path / "both.md").read_text()
-    code, _, err = run(capsys, "bench", *TINY, *FAST, "--rnns", "py", "--output-format", "csv")
-    assert code == 2 and "--output-format 'csv'" in err
+    code, _, err = run(capsys, "bench", *TINY, *FAST, "--rnns", "py", "--output-format", "xml")
+    assert code == 2 and "-f/--format 'xml' is not json, md, csv" in err
 
 
 def test_print_json_and_output_format_write_the_reports_to_the_output_file(tmp_path, capsys):
