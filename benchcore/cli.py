@@ -189,6 +189,25 @@ def add_output_arguments(parser, default_stem: Optional[str]) -> None:
                         help="also draw PNG charts into DIR (needs the plot extra); the Markdown report links them")
 
 
+def add_format_arguments(p, formats, default: str, note: str = "") -> None:
+    """-f/--format and -o/--output, as every command spells them (the sweeps: benchcore.cli)."""
+    p.add_argument("-f", "--format", "--output-format", dest="format", type=_format_of(formats), default=default,
+                   metavar="|".join(formats),
+                   help=f"output format (default {default}" + (f"; {note}" if note else "") + ")")
+    p.add_argument("-o", "--output", "--output-file", dest="output", default=None, metavar="FILE",
+                   help="write here instead of stdout")
+
+
+def _format_of(formats):
+    """An argparse type: one of `formats`, else one line naming them (csv where a view has no rows)."""
+    def parse(text: str) -> str:
+        if text.lower() not in formats:
+            raise argparse.ArgumentTypeError(f"{text!r}: this command writes {', '.join(formats)}; choose one of those")
+        return text.lower()
+
+    return parse
+
+
 def formats_for(args) -> Tuple[str, ...]:
     """--output-format if given, else the output file's suffix, else json."""
     if args.output_format:

@@ -8,13 +8,12 @@ error (bad flag, missing or malformed file, a report of another suite), as one l
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from pathlib import Path
 from typing import List, Optional
 
-from .cli import ArgumentParser, percent, render_report, run_main
+from .cli import ArgumentParser, add_format_arguments, percent, render_report, run_main
 from .errors import UsageError
 from .history import commands as history
 from .report import Report, write_text_atomic
@@ -37,25 +36,6 @@ def add_gate_arguments(p) -> None:
                    help="significance level of the test behind a verdict (default 0.05)")
     p.add_argument("--fail-above", type=percent, default=None, metavar="PCT",
                    help="CI gate: exit 1 when any case is judged slower by more than PCT percent, or broke")
-
-
-def add_format_arguments(p, formats, default: str, note: str = "") -> None:
-    """-f/--format and -o/--output, as every command spells them (the sweeps: benchcore.cli)."""
-    p.add_argument("-f", "--format", "--output-format", dest="format", type=_format_of(formats), default=default,
-                   metavar="|".join(formats),
-                   help=f"output format (default {default}" + (f"; {note}" if note else "") + ")")
-    p.add_argument("-o", "--output", "--output-file", dest="output", default=None, metavar="FILE",
-                   help="write here instead of stdout")
-
-
-def _format_of(formats):
-    """An argparse type: one of `formats`, else one line naming them (csv where a view has no rows)."""
-    def parse(text: str) -> str:
-        if text.lower() not in formats:
-            raise argparse.ArgumentTypeError(f"{text!r}: this command writes {', '.join(formats)}; choose one of those")
-        return text.lower()
-
-    return parse
 
 
 def build_parser(suite: str) -> ArgumentParser:
