@@ -208,6 +208,31 @@ def _format_of(formats):
     return parse
 
 
+def version_text(prog: str) -> str:
+    """`opbench 0.1.0 (opbench-suite 0.1.0, Python 3.11.7)`: the installed distribution's
+    version, else benchcore's own (a checkout run without installing)."""
+    import platform
+    from importlib import metadata
+
+    from . import __version__
+
+    try:
+        version = metadata.version("opbench-suite")
+    except metadata.PackageNotFoundError:
+        version = __version__
+    return f"{prog} {version} (opbench-suite {version}, Python {platform.python_version()})"
+
+
+def add_version_argument(parser, prog: str) -> None:
+    parser.add_argument("--version", action="version", version=version_text(prog))
+
+
+def commands_epilog(commands: Dict[str, str]) -> str:
+    """The `commands:` block of a tool's --help: every subcommand with its line."""
+    width = max(len(name) for name in commands) + 2
+    return "commands:\n" + "\n".join(f"  {name.ljust(width)}{text}" for name, text in commands.items())
+
+
 def formats_for(args) -> Tuple[str, ...]:
     """--output-format if given, else the output file's suffix, else json."""
     if args.output_format:

@@ -13,13 +13,21 @@ import sys
 from pathlib import Path
 from typing import List, Optional
 
-from .cli import ArgumentParser, add_format_arguments, percent, render_report, run_main
+from .cli import ArgumentParser, add_format_arguments, add_version_argument, percent, render_report, run_main
 from .errors import UsageError
 from .history import commands as history
 from .report import Report, write_text_atomic
 from .suite import Suite
 
-COMMANDS = ("compare", "plot", "merge", "system", "history")
+#: the shared commands, each with the line `--help` shows for it (the suites list them too)
+COMMAND_HELP = {
+    "compare": "compare two reports case by case (NEW against BASE) and end with the answer",
+    "plot": "write PNG charts of one report",
+    "merge": "join the reports of a sharded sweep (--shard K/N) into one",
+    "system": "print what about this machine makes timings noisy, with fixes",
+    "history": "file reports into a history store; find steps; write a dashboard",
+}
+COMMANDS = tuple(COMMAND_HELP)
 DEFAULT_CHART_DIR = "reports/charts"
 
 
@@ -41,10 +49,11 @@ def add_gate_arguments(p) -> None:
 def build_parser(suite: str) -> ArgumentParser:
     parser = ArgumentParser(prog=suite, description=f"{suite}: compare, chart and merge JSON reports; read the "
                                                     "machine's noise state")
+    add_version_argument(parser, suite)
     sub = parser.add_subparsers(dest="command", metavar="{" + ",".join(COMMANDS) + "}")
     sub.required = True
 
-    p = sub.add_parser("compare", help="compare two reports case by case (NEW against BASE)",
+    p = sub.add_parser("compare", help=COMMAND_HELP["compare"],
                        description="Per case: ratio of the figures, a test on the rounds (or, for reports without "
                                    "rounds, on one process's samples), effect threshold → faster / slower / same / "
                                    "noisy; geometric means per category. Method: docs/COMPARING.md.")
@@ -57,18 +66,18 @@ def build_parser(suite: str) -> ArgumentParser:
     p.add_argument("--overwrite", action="store_true", help="replace an existing output file")
     p.add_argument("--plot", default=None, metavar="DIR", help="also write the comparison chart (PNG) into DIR")
 
-    sub.add_parser("system", help="print what about this machine makes timings noisy, with fixes",
+    sub.add_parser("system", help=COMMAND_HELP["system"],
                    description="CPU governor and turbo, load, busy processes, threads vs cores, ASLR: what a sweep "
                                "records at its start and end, each warning with what to do; and how much the machine's "
                                "speed moves from one tenth of a second to the next (3 s of timing).")
     history.add_parser(sub)
 
-    p = sub.add_parser("plot", help="write PNG charts of one report")
+    p = sub.add_parser("plot", help=COMMAND_HELP["plot"])
     p.add_argument("report", metavar="REPORT", help="JSON report")
     p.add_argument("-o", "--output-dir", default=DEFAULT_CHART_DIR, metavar="DIR",
                    help=f"folder for the PNG files (default {DEFAULT_CHART_DIR}; created if missing)")
 
-    p = sub.add_parser("merge", help="join the reports of a sharded sweep (--shard K/N) into one")
+    p = sub.add_parser("merge", help=COMMAND_HELP["merge"])
     p.add_argument("shards", metavar="SHARD.json", nargs="+", help="the shards' JSON reports")
     p.add_argument("-o", "--output", default=None, metavar="ALL.json", help="merged report (default: stdout)")
     p.add_argument("--overwrite", action="store_true", help="replace an existing output file")

@@ -33,6 +33,10 @@ DEFAULT_ROUNDS = 3
 #: torch seeds an int64 generator state, and the creators also seed one with seed + 1.
 SEED_MAX = 2**63 - 2
 BENCH_TIMEOUT_S = 3600
+BENCH_HELP = "time runners' forward and backward (fastrnns bench.py)"
+AB_HELP = "time the same runners under two Python environments, interleaved, and compare them"
+TEST_HELP = "check runners against nn.LSTM (fastrnns test.py)"
+PROFILE_HELP = "run runners under nsys, nvprof or torch.profiler (fastrnns profile.py)"
 
 
 def _err(*lines: str) -> None:
@@ -79,11 +83,11 @@ def _add_model_options(parser, with_seed_default: Optional[int] = DEFAULT_SEED) 
 
 def _bench_parser(sub, ab: bool = False) -> None:
     if ab:
-        p = sub.add_parser(AB_COMMAND, help="time the same runners under two Python environments, interleaved",
+        p = sub.add_parser(AB_COMMAND,
                            description="Time runners under --base-python and --new-python (e.g. two PyTorch builds), "
                                        "alternating them runner by runner and round by round, and compare them.")
     else:
-        p = sub.add_parser("bench", help="time runners' forward and backward (fastrnns bench.py)",
+        p = sub.add_parser("bench",
                            description="Time forward and backward of each runner, in milliseconds on every device.")
     _add_sizes(p, nloops_default=100, cnns=True)
     p.add_argument("-w", "--warmup", type=non_negative_int, default=10, help="untimed iterations first (default 10)")
@@ -101,7 +105,7 @@ def _bench_parser(sub, ab: bool = False) -> None:
     p.add_argument("--cnns", nargs="*", default=None, help="CNN runners (default: resnet18 resnet18_jit resnet50 resnet50_jit)")
     p.add_argument("--group", nargs="*", default=None, choices=("cnns", "rnns"),
                    help="groups to run (default: the group --rnns or --cnns names when only one is given, else cnns rnns)")
-    if not ab:  # without --output-file a report goes to stdout, and only when --output-format asks for it
+    if not ab:  # without --output the report goes to stdout (JSON unless --format says), unless --print-json is there
         core_cli.add_output_arguments(p, default_stem=None)
     core_cli.add_shard_argument(p)
     # ResNet-50 at fastrnns' sizes takes seconds per iteration on a CPU: 110 of them pass
@@ -115,7 +119,7 @@ def _bench_parser(sub, ab: bool = False) -> None:
 
 
 def _test_parser(sub) -> None:
-    p = sub.add_parser("test", help="check runners against nn.LSTM (fastrnns test.py)",
+    p = sub.add_parser("test",
                        description="Compare each runner's outputs and gradients with nn.LSTM built from the same seed.")
     for name, default in bench.SIZE_DEFAULTS.items():
         p.add_argument(f"--{name}", type=positive_int, default=default, help=f"default {default}")
@@ -134,7 +138,7 @@ def _test_parser(sub) -> None:
 def _profile_parser(sub) -> None:
     from .profiling import DEFAULT_OUTPUT_DIR, DEFAULT_PROFILE_RNNS, DEFAULT_WARMUP, PROFILERS
 
-    p = sub.add_parser("profile", help="run runners under nsys, nvprof or torch.profiler (fastrnns profile.py)",
+    p = sub.add_parser("profile",
                        description="Profile runners: nsys/nvprof re-run this command under the tool; torch runs in-process.")
     _add_sizes(p, nloops_default=5)
     _add_model_options(p)
@@ -157,9 +161,14 @@ def _profile_parser(sub) -> None:
 
 
 def build_parser() -> ArgumentParser:
-    parser = ArgumentParser(prog=PROG, description="fastrnns-style RNN and CNN benchmarks on benchcore. "
-                            "Also: rnnbench compare|plot|merge|system (see rnnbench compare --help).")
-    sub = parser.add_subparsers(dest="command", metavar="{bench,ab,test,profile,compare,plot,merge,system}")
+    from benchcore.commands import COMMAND_HELP
+
+    lines = {"bench": BENCH_HELP, AB_COMMAND: AB_HELP, "test": TEST_HELP, "profile": PROFILE_HELP, **COMMAND_HELP}
+    parser = ArgumentParser(prog=PROG, description="fastrnns-style RNN and CNN benchmarks on benchcore "
+                            "(`rnnbench COMMAND --help` for each command's flags).",
+                            epilog=core_cli.commands_epilog(lines), formatter_class=argparse.RawDescriptionHelpFormatter)
+    core_cli.add_version_argument(parser, PROG)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", help="one of the commands below")
     sub.required = True
     _bench_parser(sub)
     _bench_parser(sub, ab=True)
@@ -294,7 +303,8 @@ def _bench(args, argv: Sequence[str]) -> int:
         raise UsageError("--resume needs --output-file (the checkpoint lives next to it)")
     _check_stdout(args)
     targets = _output_targets(args)
-    stdout_formats = core_cli.parse_formats(args.output_format) if args.output_format and not targets else ()
+    # without -o the report goes to stdout (JSON unless -f says), except where --print-json already writes there
+    stdout_formats = () if targets or args.print_json else core_cli.parse_formats(args.output_format or "json")
     if args.plot:
         from benchcore.plot import prepare_chart_folder
 
@@ -452,7 +462,10 @@ def _main(argv: List[str]) -> int:
 
     if argv and argv[0] in COMMANDS:
         return shared_main(SUITE, argv)
-    args = build_parser().parse_args(argv)
+    try:
+        args = build_parser().parse_args(argv)
+    except SystemExit as exc:  # --help, --version
+        return exc.code if isinstance(exc.code, int) else 0
     _split_runner_lists(args)
     if args.command == "bench":
         return _bench(args, argv)

@@ -38,7 +38,7 @@ def since_time(text: str) -> datetime.datetime:
 
 def add_parser(sub) -> None:
     """The `history` command and its subcommands, under the shared commands' parser."""
-    p = sub.add_parser("history", help="file reports into a history store; find steps; write a dashboard",
+    p = sub.add_parser("history", help="file reports into a history store; find steps; write a dashboard",  # = commands.COMMAND_HELP
                        description="A store of reports over time (SQLite file or PostgreSQL URL), step detection "
                                    "per case, metric and environment, and a static dashboard. Method: docs/HISTORY.md.")
     commands = p.add_subparsers(dest="history_command", metavar="{" + ",".join(SUBCOMMANDS) + "}")

@@ -421,3 +421,12 @@ def test_output_format_has_opbench_short_flag(tmp_path, capsys):
     code, _, err = run(capsys, "bench", *TINY, *FAST, "--rnns", "py", "-f", "md", "-o", str(tmp_path / "r.md"))
     assert code == 0, err
     assert (tmp_path / "r.md").read_text().startswith("# rnnbench results")
+
+
+def test_bench_without_output_writes_the_json_report_to_stdout(capsys):
+    """As --help says: the report goes to stdout; the console table to stderr."""
+    code, out, err = run(capsys, "bench", *TINY, *FAST, "--rnns", "py")
+    assert code == 0, err
+    report = json.loads(out)
+    assert report["schema"] == "benchcore-report" and report["results"][0]["spec"]["name"] == "py"
+    assert report["results"][0]["metrics"]["headline"]["forward"]["figure"] == "call_ms"
