@@ -38,11 +38,13 @@ SUITE_DECLARATIONS = {"opbench": ("opbench.backends.mxnet.suite", "SUITE"), "rnn
 
 def shape_text(value) -> str:
     """A parameter value as a person writes it: a tensor description as its shape `(4,6)`,
-    a list of them in brackets, anything else as JSON (`true`, `1`, `null`)."""
+    a list of them in brackets, a string as it is, anything else as JSON (`true`, `1`, `null`)."""
     if isinstance(value, dict) and "shape" in value:
         return "(" + ",".join(str(n) for n in value["shape"]) + ")"
     if isinstance(value, list) and value and all(isinstance(v, dict) and "shape" in v for v in value):
         return "[" + " ".join(shape_text(v) for v in value) + "]"
+    if isinstance(value, str):  # already written for people (opperf's `"(4, 6)"`)
+        return value
     return json.dumps(value, separators=(",", ":"), default=str)
 
 

@@ -122,11 +122,10 @@ def on_cluster(job: SweepJob, args, prog: str, argv: Sequence[str], extra: dict)
     shard started, finished or lost, with every node's running/finished count."""
     from . import cluster
 
-    bar = _progress(len(job.rounds.slots(job.specs, job.sides)))
+    bar = _progress(job.rounds.slots(job.specs, job.sides), prog)
     try:
-        return cluster.measure(job, args, prog, argv, extra,
-                               on_event=lambda line: bar.write(f"{prog}: ray: {line}", file=sys.stderr),
-                               on_result=lambda result: bar.update(1))
+        return cluster.measure(job, args, prog, argv, extra, on_event=lambda line: bar.say(f"ray: {line}"),
+                               on_result=bar.finish)
     finally:
         bar.close()
 
@@ -161,17 +160,17 @@ def run(job: SweepJob, args) -> Dict[str, List[CaseResult]]:
     from .isolation import run_slots
 
     slots = job.rounds.slots(job.all_specs, job.sides)
-    bar = _progress(len(slots))
+    bar = _progress(slots, job.suite.name)
 
     def started(spec, index, total):
-        bar.set_postfix_str(spec.name, refresh=True)
+        bar.start(spec)
 
     try:
         done = run_slots(
             slots, job.suite.executor, job.options(),
             isolate=not args.no_isolation, timeout_s=args.timeout, checkpoint=job.checkpoint, resume=args.resume,
             memory_limit_bytes=memory_limit_bytes(args),
-            env=job.env, pythons=job.pythons or None, on_start=started, on_result=lambda result: bar.update(1))
+            env=job.env, pythons=job.pythons or None, on_start=started, on_result=bar.finish)
     finally:
         bar.close()
     combined = {side: combine_results(done, job.specs, job.suite.combine_rounds, side) for side in job.sides}
@@ -186,12 +185,14 @@ def memory_limit_bytes(args) -> Optional[int]:
     return int(args.memory_limit_gb * 2**30) if args.memory_limit_gb else None
 
 
-def _progress(total: int):
-    """A progress bar on stderr (case, done/total, ETA) when stderr is a terminal."""
-    from tqdm import tqdm
+def _progress(slots, prog: str):
+    """Progress on stderr (benchcore.progress), counting the cases' slots, not the reference's."""
+    from .progress import Progress
 
-    shown = total > 0 and (sys.stderr.isatty() or os.environ.get("BENCH_PROGRESS") == "1")
-    return tqdm(total=total, file=sys.stderr, unit="case", dynamic_ncols=True, disable=not shown)
+    def counted(spec) -> bool:
+        return not reference.is_reference(spec)
+
+    return Progress(sum(1 for slot in slots if counted(slot.spec)), prog, counted)
 
 
 def rounds_from(args, default: int) -> RoundPlan:

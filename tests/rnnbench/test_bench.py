@@ -430,3 +430,14 @@ def test_bench_without_output_writes_the_json_report_to_stdout(capsys):
     report = json.loads(out)
     assert report["schema"] == "benchcore-report" and report["results"][0]["spec"]["name"] == "py"
     assert report["results"][0]["metrics"]["headline"]["forward"]["figure"] == "call_ms"
+
+
+def test_markdown_has_a_settings_table_and_says_what_the_count_is(tmp_path, capsys):
+    code, _, err = run(capsys, "bench", *TINY, "--nloops", "4", "--warmup", "1", "--device", "cpu", "--group", "rnns",
+                       "--no-isolation", "--rounds", "3", "--rnns", "py", "-o", str(tmp_path / "r.md"))
+    assert code == 0, err
+    md = (tmp_path / "r.md").read_text()
+    assert "## Settings" in md and "| rounds.runs_per_round" in md and "settings: {" not in md
+    assert "| Timed calls" in md and "so the count can exceed N" in md
+    row = next(line for line in md.splitlines() if line.startswith("| py"))
+    assert "| 6 " in row  # 4 runs over 3 rounds: 2 per round
