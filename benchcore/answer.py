@@ -127,3 +127,14 @@ def _verdict(c: "Comparison", changed) -> str:
     if any(m.basis == "one-process" for m in quantities):
         return head + "; without rounds on both sides it cannot say which slowdown it would miss (time with --rounds 3 or more, or use ab)"
     return head + f"; changes within ±{c.threshold * 100:g}% count as the same"
+
+
+def judged(base: "Report", new: "Report", suite, threshold_pct: float = 5.0, alpha: float = 0.05,
+           allow_env_mismatch: bool = False) -> "Comparison":
+    """compare() with its answer attached (`.answer`): what the suites' Python APIs return."""
+    from .compare import compare
+
+    result = compare(base, new, suite, threshold=threshold_pct / 100, alpha=alpha,
+                     allow_env_mismatch=allow_env_mismatch)
+    result.answer = answer(result, settings_differences(base, new))
+    return result

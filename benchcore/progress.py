@@ -63,8 +63,9 @@ class Progress:
     """Counts finished cases of `total`; `counted(spec)` says whether a spec is a case."""
 
     def __init__(self, total: int, prog: str, counted: Callable[[object], bool] = lambda spec: True,
-                 stream: Optional[TextIO] = None, env=None, clock: Callable[[], float] = time.monotonic):
-        self.total, self.prog, self.counted = total, prog, counted
+                 stream: Optional[TextIO] = None, env=None, clock: Callable[[], float] = time.monotonic,
+                 unit: str = "cases"):
+        self.total, self.prog, self.counted, self.unit = total, prog, counted, unit
         self.stream = stream or sys.stderr
         self.mode = mode_from((os.environ if env is None else env).get(ENV), self.stream.isatty())
         self.clock, self.done = clock, 0
@@ -91,7 +92,7 @@ class Progress:
 
     def line(self) -> str:
         elapsed = self.clock() - self.started
-        text = f"{self.done}/{self.total} cases ({self.done / self.total:.0%}), {_duration(elapsed)} elapsed"
+        text = f"{self.done}/{self.total} {self.unit} ({self.done / self.total:.0%}), {_duration(elapsed)} elapsed"
         if 0 < self.done < self.total:
             text += f", about {_duration(elapsed / self.done * (self.total - self.done))} left"
         return text

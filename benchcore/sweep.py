@@ -192,7 +192,9 @@ def _progress(slots, prog: str):
     def counted(spec) -> bool:
         return not reference.is_reference(spec)
 
-    return Progress(sum(1 for slot in slots if counted(slot.spec)), prog, counted)
+    several = len({slot.round for slot in slots}) > 1 or len({slot.side for slot in slots}) > 1
+    return Progress(sum(1 for slot in slots if counted(slot.spec)), prog, counted,
+                    unit="case rounds" if several else "cases")
 
 
 def rounds_from(args, default: int) -> RoundPlan:
