@@ -34,7 +34,7 @@ def add_ab_arguments(parser, default_dir: str) -> None:
                        help="the baseline environment's python (e.g. venv-old/bin/python)")
     group.add_argument("--new-python", required=True, metavar="PATH",
                        help="the environment to judge (the same one twice is a valid A/A check)")
-    group.add_argument("--output-dir", default=default_dir, metavar="DIR",
+    group.add_argument("-o", "--output", "--output-dir", dest="output_dir", default=default_dir, metavar="DIR",
                        help=f"where base.json, new.json and comparison.md/json go (default {default_dir})")
     add_gate_arguments(group)
 

@@ -74,7 +74,7 @@ def build_parser(suite: str) -> ArgumentParser:
 
     p = sub.add_parser("plot", help=COMMAND_HELP["plot"])
     p.add_argument("report", metavar="REPORT", help="JSON report")
-    p.add_argument("-o", "--output-dir", default=DEFAULT_CHART_DIR, metavar="DIR",
+    p.add_argument("-o", "--output", "--output-dir", dest="output_dir", default=DEFAULT_CHART_DIR, metavar="DIR",
                    help=f"folder for the PNG files (default {DEFAULT_CHART_DIR}; created if missing)")
 
     p = sub.add_parser("merge", help=COMMAND_HELP["merge"])

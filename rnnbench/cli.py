@@ -146,7 +146,7 @@ def _profile_parser(sub) -> None:
                    help=f"LSTM runners to profile, variable-length ones included (default: {' '.join(DEFAULT_PROFILE_RNNS)})")
     p.add_argument("--profiler", choices=PROFILERS, default=None,
                    help="nsys, nvprof or torch (default: nsys when it is on PATH and --device is CUDA, else torch)")
-    p.add_argument("--output-dir", default=DEFAULT_OUTPUT_DIR, help=f"where reports go (default {DEFAULT_OUTPUT_DIR}, created)")
+    p.add_argument("-o", "--output", "--output-dir", dest="output_dir", default=DEFAULT_OUTPUT_DIR, help=f"where reports go (default {DEFAULT_OUTPUT_DIR}, created)")
     p.add_argument("--sleep-between-seconds", "--sleep_between_seconds", dest="sleep_between_seconds",
                    type=non_negative_float, default=1.0,
                    help="pause between runners so they are apart on the timeline, >= 0 (default 1)")

@@ -73,7 +73,7 @@ def add_parser(sub) -> None:
                             description="An overview of the latest run per category with its changes, and a page "
                                         "per case with its series over time (plotly, works offline).")
     _db_argument(d, f"./{DEFAULT_DB}")
-    d.add_argument("--site", "-o", "--output-dir", dest="site", default=DEFAULT_SITE, metavar="DIR",
+    d.add_argument("-o", "--output", "--site", "--output-dir", dest="site", default=DEFAULT_SITE, metavar="DIR",
                    help=f"folder of the site (default {DEFAULT_SITE})")
     d.add_argument("--overwrite", action="store_true", help="replace a dashboard written there before")
     _threshold_argument(d)

@@ -41,7 +41,12 @@ def test_merge_and_the_dashboard_keep_their_spellings():
     shared = subcommands(shared_parser("rnnbench"))
     assert {"-o", "--output"} <= options(shared["merge"])["output"]
     history = subcommands(shared["history"])
-    assert {"--site", "-o", "--output-dir"} == options(history["dashboard"])["site"]
+    assert {"--site", "-o", "--output", "--output-dir"} == options(history["dashboard"])["site"]
+    assert {"-o", "--output", "--output-dir"} == options(shared["plot"])["output_dir"]
+    rnn = subcommands(rnnbench_parser())
+    assert {"-o", "--output", "--output-dir"} == options(rnn["profile"])["output_dir"]
+    assert {"-o", "--output", "--output-dir"} == options(rnn["ab"])["output_dir"]
+    assert {"-o", "--output", "--output-dir"} == options(opbench_parser(backend_for("mxnet"), ab=True))["output_dir"]
     assert {"--site", "-d", "--directory"} == options(history["serve"])["site"]
 
 
