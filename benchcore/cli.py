@@ -101,8 +101,9 @@ def add_run_arguments(parser: argparse.ArgumentParser, rounds: int, timeout_s: f
                        help=f"restart the worker process after a case that leaves it above this resident memory "
                             f"(default {memory_limit_gb:g}{memory_why})")
     group.add_argument("--overwrite", action="store_true", help="replace an existing output file")
-    group.add_argument("--target-precision", type=positive_float, default=None,
-                       help="adaptive mode: sample until IQR/median is below this (e.g. 0.05), between --min-time and --max-time")
+    group.add_argument("--target-precision", type=percent, default=None, metavar="PCT",
+                       help="adaptive mode: sample until IQR/median is below PCT percent (e.g. 5), between --min-time "
+                            "and --max-time")
     group.add_argument("--min-time", type=non_negative_float, default=None,
                        help=f"adaptive mode: minimum seconds of sampling per case (default {MIN_TIME_S:g})")
     group.add_argument("--max-time", type=positive_float, default=None,
@@ -327,8 +328,11 @@ def run_settings_from(args, warmup: int, runs: int, run_backward: bool = True):
     given = [flag for flag, value in (("--min-time", args.min_time), ("--max-time", args.max_time)) if value is not None]
     if given and args.target_precision is None:
         raise UsageError(f"{' and '.join(given)} only appl{'y' if len(given) > 1 else 'ies'} in adaptive mode; "
-                         "add --target-precision (e.g. 0.05) "
+                         "add --target-precision (e.g. 5, percent) "
                          "or drop them")
+    if args.target_precision is not None and args.target_precision <= 0:
+        raise UsageError(f"--target-precision {args.target_precision:g}: no spread is below 0%; give a percent "
+                         "above 0 (e.g. 5)")
     min_time = MIN_TIME_S if args.min_time is None else args.min_time
     max_time = MAX_TIME_S if args.max_time is None else args.max_time
     if min_time > max_time:
@@ -338,7 +342,7 @@ def run_settings_from(args, warmup: int, runs: int, run_backward: bool = True):
         warmup=warmup,
         runs=runs,
         run_backward=run_backward,
-        target_precision=args.target_precision,
+        target_precision=None if args.target_precision is None else args.target_precision / 100,
         min_time_s=min_time,
         max_time_s=max_time,
     )
