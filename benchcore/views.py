@@ -58,6 +58,8 @@ def _header(c: Comparison) -> list:
     out += [
         f"- effect threshold: {c.threshold * 100:g}%; significance level {c.alpha:g}",
         "- ratio = new / base; < 1 is faster",
+        "- Base and New: each quantity's headline figure `median_ms`, the median of its round medians "
+        "(docs/REPORT_FORMAT.md, *Headline figures*)",
     ]
     if c.gate is not None:
         g = c.gate
