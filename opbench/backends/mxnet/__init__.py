@@ -88,7 +88,7 @@ class MXNetBackend:
         specs, skipped, excluded = exclude_specs(specs, skipped, split(args.exclude))
         settings = {"ctx": device, "int64_tensor": args.int64_tensor or "off"}
         extra = {"reported_category": moved} if (moved := _reported_categories(specs, split(args.category))) else {}
-        return Plan(shard_specs(specs, parse_shard(args.shard)), skipped, excluded, extra, settings)
+        return Plan(shard_specs(specs, parse_shard(args.shard)), skipped, excluded, settings=settings, extra=extra)
 
     def list_operators(self, args, device: str) -> int:
         return listing.list_operators(self, args, device)
