@@ -262,7 +262,7 @@ def write_outputs(report, paths: Dict[str, Path], overwrite: bool, to_markdown: 
     try:
         for fmt, path in paths.items():
             text = render_report(report, fmt, to_markdown, suite) + ("\n" + links if links and fmt == "md" else "")
-            written.append(write_text_atomic(path, text.rstrip("\n") + "\n", overwrite=overwrite))
+            written.append(write_text_atomic(path, text + "\n", overwrite=overwrite))
     except UsageError as exc:
         if checkpoint is None:
             raise
@@ -283,7 +283,7 @@ def render_report(report, fmt: str, to_markdown: Callable, suite) -> str:
         return report.to_json()
     from .rows import REPORT_COLUMNS, report_rows, to_csv
 
-    return to_csv(report_rows(report), REPORT_COLUMNS)
+    return to_csv(report_rows(report), REPORT_COLUMNS).rstrip("\n")  # the writers end every view with one
 
 
 def parse_shard(text: Optional[str]) -> Optional[Tuple[int, int]]:

@@ -166,7 +166,7 @@ def comparison_text(result, fmt: str, output, plot_dir) -> str:
     if fmt == "csv":
         from .rows import COMPARISON_COLUMNS, comparison_rows, to_csv
 
-        return to_csv(comparison_rows(result), COMPARISON_COLUMNS)
+        return to_csv(comparison_rows(result), COMPARISON_COLUMNS).rstrip("\n")  # _emit ends it with one
     from .plot import chart_links_markdown
     from .views import comparison_markdown
 

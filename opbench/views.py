@@ -248,12 +248,13 @@ def to_markdown(report: Report) -> str:
                  "medians, and *Round Spread* is (largest - smallest round median) / that median" if rounds else "")
                  + f". *Noise*: IQR/median of the phase at or above {NOISE_THRESHOLD:.0%}. "
                  f"`{MISSING}`: not measured (why: *Not measured* below).")
-    parts += ["", settings_table(settings), ""]
+    parts += [""]
     for name, members in _by_category(ok, report.extra.get("reported_category") or {}).items():
         rows = [row(r, rounds) + ([_runs_cell(r)] if adaptive else []) for r in members]
         parts += [f"## {name} ({len(members)})", "", _table(rows, headers), ""]
     if not ok:
         parts += ["(no case was measured)", ""]
+    parts += ["## Settings", "", settings_table(settings), ""]
     parts += _not_measured_section(ok)
     parts += audit.markdown_section([(f"{_op(r)} {r.spec.params.get('variant') or ''}".strip(), r.metrics or {})
                                      for r in ok], audited=settings.get("audit") is not False)
