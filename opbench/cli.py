@@ -34,6 +34,7 @@ import time
 from pathlib import Path
 from typing import List, Optional, Sequence
 
+from benchcore.cli.commands import COMMAND_HELP
 from benchcore.cli.commands import COMMANDS as REPORT_COMMANDS
 from benchcore.cli.options import (
     ArgumentParser,
@@ -41,10 +42,12 @@ from benchcore.cli.options import (
     add_output_arguments,
     add_run_arguments,
     add_shard_argument,
+    add_version_argument,
     apply_threads,
     audit_options,
     check_output_paths,
     checkpoint_path_for,
+    commands_epilog,
     formats_for,
     non_negative_int,
     output_paths,
@@ -68,6 +71,12 @@ TINY_ENV = "OPBENCH_TINY"
 AB_COMMAND = "ab"
 CROSSFRAME_COMMAND = "crossframe"
 AB_DEFAULT_DIR = "opbench-ab"
+#: every command of `opbench`, with its line in --help
+COMMAND_LINES = {
+    AB_COMMAND: "time the same operators under two Python environments, interleaved, and compare them",
+    CROSSFRAME_COMMAND: "MXNet against PyTorch on the same work, pair by pair",
+    **COMMAND_HELP,
+}
 #: Rounds a sweep runs by default (see docs/COMPARING.md for the measurement behind it).
 DEFAULT_ROUNDS = 3
 
@@ -79,8 +88,11 @@ def build_parser(backend, ab: bool = False) -> ArgumentParser:
         prog=f"{PROG} {AB_COMMAND}" if ab else PROG,
         description=("Time the same operators under two Python environments (e.g. two framework builds), interleaved "
                      "case by case and round by round, and compare them." if ab else
-                     "Benchmark MXNet (default) or PyTorch operators forward and backward (opperf's interface). "
-                     "Also: opbench ab|crossframe|compare|plot|merge|system (see opbench compare --help)."))
+                     "Benchmark MXNet (default) or PyTorch operators forward and backward (opperf's interface): "
+                     "`opbench [flags]` runs the sweep; the commands below do the rest (`opbench COMMAND --help`)."),
+        epilog=None if ab else commands_epilog(COMMAND_LINES), formatter_class=argparse.RawDescriptionHelpFormatter)
+    if not ab:
+        add_version_argument(parser, PROG)
     parser.add_argument("--framework", default="mxnet", choices=FRAMEWORKS,
                         help="mxnet: the operator registry (opperf's sweep); torch: every OpInfo entry (default mxnet)")
     opperf = parser.add_argument_group("opperf's flags")

@@ -231,9 +231,10 @@ def to_markdown(report) -> str:
                          fmt(figures.get("torch_ms")), fmt(figures.get("ratio"), 2), row.get("note") or ""])
     versions, threads, geomean = data["versions"], data["threads"], data["geomean_ratio"]
     settings = report.settings
+    thread_env = ", ".join(f"{k}={v}" for k, v in (threads.get("env") or {}).items() if v is not None) or "none set"
     lines = ["# MXNet vs PyTorch", "",
-             f"MXNet {versions['mxnet']}, PyTorch {versions['torch']} ({threads['torch']} threads; OMP/MKL settings "
-             f"{threads['env']}); engine {settings['profiler']}; dtype {settings['dtype']}; CPU; warmup "
+             f"MXNet {versions['mxnet']}, PyTorch {versions['torch']} ({threads['torch']} threads; thread variables: "
+             f"{thread_env}); engine {settings['profiler']}; dtype {settings['dtype']}; CPU; warmup "
              f"{settings['warmup']}, runs {settings['runs']} over {settings['rounds']['rounds']} round(s). Times are "
              f"medians in ms; ratio = PyTorch / MXNet (below 1: PyTorch is faster). Geometric mean of the ratios: "
              f"forward {fmt(geomean['forward'], 2)}, backward {fmt(geomean['backward'], 2)}.", "",

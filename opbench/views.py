@@ -12,12 +12,13 @@ average.
 
 from __future__ import annotations
 
-import json
 from typing import Dict, List, Optional
 
 from benchcore.measure import audit
-from benchcore.measure.measurement import Measurement, round_sizes_of
+from benchcore.measure.measurement import NOISE_THRESHOLD, Measurement, round_sizes_of
 from benchcore.report.model import CaseResult, Report
+from benchcore.views.rows import inputs_text
+from benchcore.views.settings_table import settings_table
 
 MISSING = "---"
 
@@ -83,9 +84,9 @@ def _fmt(value, digits: int = 4) -> str:
 
 
 def _inputs_text(result: CaseResult) -> str:
+    """`lhs (1024,1024), rhs (1024,1), axis=1` (benchcore.views.rows.inputs_text, as in the CSV)."""
     inputs = (result.metrics or {}).get("inputs") or result.spec.params.get("inputs") or {}
-    text = json.dumps(inputs, separators=(", ", ": "), default=str)
-    return text.replace("|", "\\|")
+    return inputs_text(inputs).replace("|", "\\|")
 
 
 def _measurement(samples, round_sizes=None) -> Optional[Measurement]:
@@ -101,6 +102,13 @@ def _round_spread(m: Optional[Measurement]) -> str:
     return MISSING if m is None or m.round_spread is None else f"{m.round_spread * 100:.1f}%"
 
 
+def _noise(named) -> str:
+    """The Noise cell: which phases' IQR/median reach NOISE_THRESHOLD (their medians are then
+    worth less than their digits suggest)."""
+    noisy = [name for name, m in named if m is not None and m.noisy]
+    return "noisy " + "+".join(noisy) if noisy else ""
+
+
 def _native_measurements(result: CaseResult) -> tuple:
     profiler = (result.metrics or {}).get("profiler") or {}
     phases = [profiler.get(phase) or {} for phase in ("forward", "backward")]
@@ -112,8 +120,9 @@ def _native_row(result: CaseResult, rounds: bool) -> list:
     memory = next((v for k, v in metrics.items() if k.startswith("max_storage_mem_alloc_")), None)
     forward, backward = _native_measurements(result)
     return [op, _inputs_text(result), _fmt(memory), _fmt(metrics.get(f"avg_time_forward_{op}")),
-            _fmt(metrics.get(f"avg_time_backward_{op}")), *map(_fmt, _center(forward)), *map(_fmt, _center(backward))
-            ] + ([_round_spread(forward)] if rounds else [])
+            _fmt(metrics.get(f"avg_time_backward_{op}")), *map(_fmt, _center(forward)), *map(_fmt, _center(backward)),
+            _noise((("fwd", forward), ("bwd", backward)))
+            ] + ([_round_spread(forward), _round_spread(backward)] if rounds else [])
 
 
 def _python_row(result: CaseResult, rounds: bool) -> list:
@@ -126,7 +135,7 @@ def _python_row(result: CaseResult, rounds: bool) -> list:
     whole = _measurement(samples, round_sizes_of(forward))
     return [op, _fmt(metrics.get(f"avg_time_{op}")), _fmt(metrics.get(f"p50_time_{op}")),
             _fmt(metrics.get(f"p90_time_{op}")), _fmt(metrics.get(f"p99_time_{op}")), _inputs_text(result),
-            *map(_fmt, _center(whole))] + ([_round_spread(whole)] if rounds else [])
+            *map(_fmt, _center(whole)), _noise((("", whole),)).strip()] + ([_round_spread(whole)] if rounds else [])
 
 
 def _table(rows, headers) -> str:
@@ -144,6 +153,16 @@ def _features(report: Report) -> str:
     lines = [f"MXNet {mxnet.get('version', '?')}; enabled build features:", "",
              _table(rows, ["Feature", "Enabled"]) if rows else "(none)"]
     return "\n".join(lines)
+
+
+def _by_category(results: List[CaseResult], reported: Dict[str, str]) -> Dict[str, List[CaseResult]]:
+    """{category: its cases} in category order; a case files under the category the user's
+    --category selected it by (`reported`, the report's extra.reported_category), else its home."""
+    groups: Dict[str, List[CaseResult]] = {}
+    for result in results:
+        name = reported.get(_op(result)) or result.spec.params.get("category") or "other"
+        groups.setdefault(name, []).append(result)
+    return dict(sorted(groups.items()))
 
 
 def capped(result: CaseResult) -> bool:
@@ -175,12 +194,14 @@ def _sampling_text(settings: dict) -> str:
     return text
 
 
-_SPREAD_HEADER = {"native": "Fwd Round Spread", "python": "Round Spread"}
+_SPREAD_HEADERS = {"native": ["Fwd Round Spread", "Bwd Round Spread"], "python": ["Round Spread"]}
 #: What the times of each engine are, said in the Markdown header.
 _QUANTITY = {
-    "native": "Times: MXNet profiler's operator time per call (forward, backward), in ms.",
+    "native": "Times: MXNet profiler's operator time per call (forward, backward), in ms; the medians are the "
+              "JSON's `metrics.headline.<phase>.median_ms` (figure `profiler_ms`).",
     "python": "Times: one whole iteration per call, forward plus backward when it ran (opperf's python "
-              "profiler), wall clock around a sync, in ms.",
+              "profiler), wall clock around a sync, in ms (per phase: the JSON's `metrics.headline`, figure "
+              "`call_ms`).",
 }
 
 
@@ -219,16 +240,22 @@ def to_markdown(report: Report) -> str:
     ok = [r for r in _sorted(report.results) if r.status == "ok"]
     rounds = (settings.get("rounds") or {}).get("rounds", 1) > 1
     row, headers = (_python_row, PYTHON_HEADERS) if engine == "python" else (_native_row, NATIVE_HEADERS)
-    rows = [row(r, rounds) + ([_runs_cell(r)] if adaptive else []) for r in ok]
-    headers = headers + ([_SPREAD_HEADER[engine]] if rounds else []) + (["Runs"] if adaptive else [])
+    headers = headers + ["Noise"] + (_SPREAD_HEADERS[engine] if rounds else []) + (["Runs"] if adaptive else [])
     parts = ["# Runtime Features", "", _features(report), "", "# Benchmark Results", ""]
     parts.append(f"Engine: {engine}; dtype {settings.get('dtype', '?')}; ctx {settings.get('ctx', '?')}; "
                  f"{_sampling_text(settings)}. "
                  f"{_QUANTITY[engine if engine in _QUANTITY else 'native']} Medians and IQRs are of the same "
                  f"per-call times as the averages" + ("; with rounds a median is the median of the rounds' "
                  "medians, and *Round Spread* is (largest - smallest round median) / that median" if rounds else "")
-                 + f". `{MISSING}`: not measured (why: *Not measured* below).")
-    parts += ["", _table(rows, headers) if ok else "(no case was measured)", ""]
+                 + f". *Noise*: IQR/median of the phase at or above {NOISE_THRESHOLD:.0%}. "
+                 f"`{MISSING}`: not measured (why: *Not measured* below).")
+    parts += [""]
+    for name, members in _by_category(ok, report.extra.get("reported_category") or {}).items():
+        rows = [row(r, rounds) + ([_runs_cell(r)] if adaptive else []) for r in members]
+        parts += [f"## {name} ({len(members)})", "", _table(rows, headers), ""]
+    if not ok:
+        parts += ["(no case was measured)", ""]
+    parts += ["## Settings", "", settings_table(settings), ""]
     parts += _not_measured_section(ok)
     parts += audit.markdown_section([(f"{_op(r)} {r.spec.params.get('variant') or ''}".strip(), r.metrics or {})
                                      for r in ok], audited=settings.get("audit") is not False)

@@ -25,6 +25,7 @@ from typing import Dict, Iterator, List, Optional, Sequence
 from benchcore.errors import SkipCase, UsageError
 from benchcore.measure import audit
 from benchcore.measure.case import CaseSpec
+from benchcore.views.settings_table import settings_table
 
 SUITE = "rnnbench"
 EXECUTOR = "rnnbench.bench:execute"
@@ -516,17 +517,18 @@ def markdown_report(report) -> str:
         ("cpu", env.get("cpu_model")),
         ("git commit", env.get("git_commit")),
         ("started", env.get("started_at")),
-        ("settings", json.dumps(report.settings, sort_keys=True) if report.settings else None),
     ]
     lines += [f"- {name}: {value}" for name, value in facts if value is not None]
-    lines.append("")
+    lines += ["", "## Settings", "", settings_table(report.settings or {}), ""]
     rounds = ((report.settings or {}).get("rounds") or {}).get("rounds", 1) > 1
-    if rounds:
-        lines += ["With rounds, a median is the median of the rounds' medians, and *round spread* is (largest - "
-                  "smallest round median) / that median.", ""]
+    lines += ["Times: wall time per call in ms (the JSON's `metrics.headline.<phase>`, figure `call_ms`). "
+              "*Timed calls*: the forward calls timed over all rounds; --nloops N is split evenly over the rounds, "
+              "each round timing N / rounds rounded up, so the count can exceed N."
+              + (" With rounds, a median is the median of the rounds' medians, and *round spread* is (largest - "
+                 "smallest round median) / that median." if rounds else ""), ""]
     headers = ["Runner", "Fwd mean (ms)", "Fwd std (ms)", "Fwd median (ms)", "Bwd mean (ms)", "Bwd std (ms)",
                "Bwd median (ms)"] + (["Fwd round spread", "Bwd round spread"] if rounds else []) + [
-               "Compile (ms)", "Runs", "Status"]
+               "Compile (ms)", "Timed calls", "Status"]
     for group, members in grouped(report.results).items():
         lines += [f"## {GROUP_TITLES.get(group, group)} ({group})", ""]
         rows = []

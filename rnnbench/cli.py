@@ -38,6 +38,10 @@ DEFAULT_ROUNDS = 3
 #: torch seeds an int64 generator state, and the creators also seed one with seed + 1.
 SEED_MAX = 2**63 - 2
 BENCH_TIMEOUT_S = 3600
+BENCH_HELP = "time runners' forward and backward (fastrnns bench.py)"
+AB_HELP = "time the same runners under two Python environments, interleaved, and compare them"
+TEST_HELP = "check runners against nn.LSTM (fastrnns test.py)"
+PROFILE_HELP = "run runners under nsys, nvprof or torch.profiler (fastrnns profile.py)"
 
 
 def _err(*lines: str) -> None:
@@ -65,7 +69,7 @@ def _add_sizes(parser, nloops_default: int, cnns: bool = False) -> None:
     sizes = parser.add_argument_group("sizes (fastrnns' names and defaults)")
     for name, default in bench.SIZE_DEFAULTS.items():
         sizes.add_argument(f"--{name}", type=positive_int, default=default, help=f"default {default}")
-    sizes.add_argument("--nloops", type=positive_int, default=nloops_default,
+    sizes.add_argument("-r", "--nloops", "--runs", dest="nloops", type=positive_int, default=nloops_default,
                        help=f"measured (bench) or profiled (profile) iterations per runner (default {nloops_default})")
     if cnns:
         # fastrnns' ResNets always took 32 images, whatever --miniBatch said; so do ours unless asked.
@@ -84,14 +88,14 @@ def _add_model_options(parser, with_seed_default: Optional[int] = DEFAULT_SEED) 
 
 def _bench_parser(sub, ab: bool = False) -> None:
     if ab:
-        p = sub.add_parser(AB_COMMAND, help="time the same runners under two Python environments, interleaved",
+        p = sub.add_parser(AB_COMMAND,
                            description="Time runners under --base-python and --new-python (e.g. two PyTorch builds), "
                                        "alternating them runner by runner and round by round, and compare them.")
     else:
-        p = sub.add_parser("bench", help="time runners' forward and backward (fastrnns bench.py)",
+        p = sub.add_parser("bench",
                            description="Time forward and backward of each runner, in milliseconds on every device.")
     _add_sizes(p, nloops_default=100, cnns=True)
-    p.add_argument("--warmup", type=non_negative_int, default=10, help="untimed iterations first (default 10)")
+    p.add_argument("-w", "--warmup", type=non_negative_int, default=10, help="untimed iterations first (default 10)")
     _add_model_options(p)
     p.add_argument("--variable-lstms", "--variable_lstms", dest="variable_lstms", action="store_true",
                    help="also run the variable-length LSTMs (vl_cudnn, vl_jit, vl_py); they ignore --seqLength")
@@ -106,7 +110,7 @@ def _bench_parser(sub, ab: bool = False) -> None:
     p.add_argument("--cnns", nargs="*", default=None, help="CNN runners (default: resnet18 resnet18_jit resnet50 resnet50_jit)")
     p.add_argument("--group", nargs="*", default=None, choices=("cnns", "rnns"),
                    help="groups to run (default: the group --rnns or --cnns names when only one is given, else cnns rnns)")
-    if not ab:  # without --output-file a report goes to stdout, and only when --output-format asks for it
+    if not ab:  # without --output the report goes to stdout (JSON unless --format says), unless --print-json is there
         core_cli.add_output_arguments(p, default_stem=None)
     core_cli.add_shard_argument(p)
     # ResNet-50 at fastrnns' sizes takes seconds per iteration on a CPU: 110 of them pass
@@ -120,7 +124,7 @@ def _bench_parser(sub, ab: bool = False) -> None:
 
 
 def _test_parser(sub) -> None:
-    p = sub.add_parser("test", help="check runners against nn.LSTM (fastrnns test.py)",
+    p = sub.add_parser("test",
                        description="Compare each runner's outputs and gradients with nn.LSTM built from the same seed.")
     for name, default in bench.SIZE_DEFAULTS.items():
         p.add_argument(f"--{name}", type=positive_int, default=default, help=f"default {default}")
@@ -144,7 +148,7 @@ def _profile_parser(sub) -> None:
         PROFILERS,
     )
 
-    p = sub.add_parser("profile", help="run runners under nsys, nvprof or torch.profiler (fastrnns profile.py)",
+    p = sub.add_parser("profile",
                        description="Profile runners: nsys/nvprof re-run this command under the tool; torch runs in-process.")
     _add_sizes(p, nloops_default=5)
     _add_model_options(p)
@@ -152,11 +156,11 @@ def _profile_parser(sub) -> None:
                    help=f"LSTM runners to profile, variable-length ones included (default: {' '.join(DEFAULT_PROFILE_RNNS)})")
     p.add_argument("--profiler", choices=PROFILERS, default=None,
                    help="nsys, nvprof or torch (default: nsys when it is on PATH and --device is CUDA, else torch)")
-    p.add_argument("--output-dir", default=DEFAULT_OUTPUT_DIR, help=f"where reports go (default {DEFAULT_OUTPUT_DIR}, created)")
+    p.add_argument("-o", "--output", "--output-dir", dest="output_dir", default=DEFAULT_OUTPUT_DIR, help=f"where reports go (default {DEFAULT_OUTPUT_DIR}, created)")
     p.add_argument("--sleep-between-seconds", "--sleep_between_seconds", dest="sleep_between_seconds",
                    type=non_negative_float, default=1.0,
                    help="pause between runners so they are apart on the timeline, >= 0 (default 1)")
-    p.add_argument("--warmup", type=non_negative_int, default=DEFAULT_WARMUP,
+    p.add_argument("-w", "--warmup", type=non_negative_int, default=DEFAULT_WARMUP,
                    help="unprofiled iterations before each runner's profiled ones, in every mode (outside the NVTX "
                         "ranges under nsys/nvprof); TorchScript's profiling executor optimises only after a few "
                         f"(default {DEFAULT_WARMUP})")
@@ -167,9 +171,14 @@ def _profile_parser(sub) -> None:
 
 
 def build_parser() -> ArgumentParser:
-    parser = ArgumentParser(prog=PROG, description="fastrnns-style RNN and CNN benchmarks on benchcore. "
-                            "Also: rnnbench compare|plot|merge|system (see rnnbench compare --help).")
-    sub = parser.add_subparsers(dest="command", metavar="{bench,ab,test,profile,compare,plot,merge,system}")
+    from benchcore.cli.commands import COMMAND_HELP
+
+    lines = {"bench": BENCH_HELP, AB_COMMAND: AB_HELP, "test": TEST_HELP, "profile": PROFILE_HELP, **COMMAND_HELP}
+    parser = ArgumentParser(prog=PROG, description="fastrnns-style RNN and CNN benchmarks on benchcore "
+                            "(`rnnbench COMMAND --help` for each command's flags).",
+                            epilog=core_cli.commands_epilog(lines), formatter_class=argparse.RawDescriptionHelpFormatter)
+    core_cli.add_version_argument(parser, PROG)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", help="one of the commands below")
     sub.required = True
     _bench_parser(sub)
     _bench_parser(sub, ab=True)
@@ -234,8 +243,8 @@ def _output_targets(args) -> dict:
 
 def _render(report, fmt: str, charts: Sequence = ()) -> str:
     """A report for stdout; the Markdown links the charts relative to the working directory."""
-    if fmt == "json":
-        return report.to_json() + "\n"
+    if fmt != "md":
+        return core_cli.render_report(report, fmt, bench.markdown_report, SUITE) + "\n"
     from benchcore.views.charts import chart_links_markdown
 
     links = chart_links_markdown(list(charts), relative_to=Path.cwd()) if charts else ""
@@ -305,7 +314,8 @@ def _bench(args, argv: Sequence[str]) -> int:
         raise UsageError("--resume needs --output-file (the checkpoint lives next to it)")
     _check_stdout(args)
     targets = _output_targets(args)
-    stdout_formats = core_cli.parse_formats(args.output_format) if args.output_format and not targets else ()
+    # without -o the report goes to stdout (JSON unless -f says), except where --print-json already writes there
+    stdout_formats = () if targets or args.print_json else core_cli.parse_formats(args.output_format or "json")
     if args.plot:
         from benchcore.views.charts import prepare_chart_folder
 
@@ -466,7 +476,10 @@ def _main(argv: List[str]) -> int:
 
     if argv and argv[0] in COMMANDS:
         return shared_main(SUITE, argv)
-    args = build_parser().parse_args(argv)
+    try:
+        args = build_parser().parse_args(argv)
+    except SystemExit as exc:  # --help, --version
+        return exc.code if isinstance(exc.code, int) else 0
     _split_runner_lists(args)
     if args.command == "bench":
         return _bench(args, argv)

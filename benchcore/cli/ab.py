@@ -23,6 +23,7 @@ from benchcore.cli.commands import (
     judge,
     report_gate,
 )
+from benchcore.cli.options import render_report
 from benchcore.execute.sweep import check_side_python
 from benchcore.report.model import (
     Report,
@@ -43,7 +44,7 @@ def add_ab_arguments(parser, default_dir: str) -> None:
                        help="the baseline environment's python (e.g. venv-old/bin/python)")
     group.add_argument("--new-python", required=True, metavar="PATH",
                        help="the environment to judge (the same one twice is a valid A/A check)")
-    group.add_argument("--output-dir", default=default_dir, metavar="DIR",
+    group.add_argument("-o", "--output", "--output-dir", dest="output_dir", default=default_dir, metavar="DIR",
                        help=f"where base.json, new.json and comparison.md/json go (default {default_dir})")
     add_gate_arguments(group)
 
@@ -68,7 +69,8 @@ def finish(suite: Suite, reports: Dict[str, Report], args) -> int:
     folder = Path(args.output_dir).expanduser()
     written = []
     for side in SIDES:
-        written.append(write_text_atomic(folder / f"{side}.json", reports[side].to_json() + "\n", args.overwrite))
+        text = render_report(reports[side], "json", None, suite)
+        written.append(write_text_atomic(folder / f"{side}.json", text + "\n", args.overwrite))
     result = judge(suite, reports["base"], reports["new"], args,
                    sources=(str(folder / "base.json"), str(folder / "new.json")), allow_env_mismatch=True)
     for name, fmt in (("comparison.md", "md"), ("comparison.json", "json")):

@@ -16,16 +16,27 @@ from typing import List
 from benchcore.cli import history
 from benchcore.cli.options import (
     ArgumentParser,
+    add_format_arguments,
+    add_version_argument,
     emit,
     load_report,
-    non_negative_float,
+    percent,
+    render_report,
     run_main,
 )
 from benchcore.errors import UsageError
 from benchcore.report.model import Report
 from benchcore.suite import Suite
 
-COMMANDS = ("compare", "plot", "merge", "system", "history")
+#: the shared commands, each with the line `--help` shows for it (the suites list them too)
+COMMAND_HELP = {
+    "compare": "compare two reports case by case (NEW against BASE) and end with the answer",
+    "plot": "write PNG charts of one report",
+    "merge": "join the reports of a sharded sweep (--shard K/N) into one",
+    "system": "print what about this machine makes timings noisy, with fixes",
+    "history": "file reports into a history store; find steps; write a dashboard",
+}
+COMMANDS = tuple(COMMAND_HELP)
 DEFAULT_CHART_DIR = "reports/charts"
 
 
@@ -36,21 +47,22 @@ def main(suite: Suite, argv: List[str]) -> int:
 
 def add_gate_arguments(p) -> None:
     """The verdict flags `compare` and `ab` share."""
-    p.add_argument("--threshold", type=float, default=0.05,
-                   help="smallest relative change that counts, as a fraction (default 0.05 = 5%%)")
+    p.add_argument("--threshold", type=percent, default=5.0, metavar="PCT",
+                   help="smallest change that counts, in percent (default 5; 0.5%% for half a percent)")
     p.add_argument("--alpha", type=float, default=0.05,
                    help="significance level of the test behind a verdict (default 0.05)")
-    p.add_argument("--fail-above", type=non_negative_float, default=None, metavar="PCT",
+    p.add_argument("--fail-above", type=percent, default=None, metavar="PCT",
                    help="CI gate: exit 1 when any case is judged slower by more than PCT percent, or broke")
 
 
 def build_parser(suite: str) -> ArgumentParser:
     parser = ArgumentParser(prog=suite, description=f"{suite}: compare, chart and merge JSON reports; read the "
                                                     "machine's noise state")
+    add_version_argument(parser, suite)
     sub = parser.add_subparsers(dest="command", metavar="{" + ",".join(COMMANDS) + "}")
     sub.required = True
 
-    p = sub.add_parser("compare", help="compare two reports case by case (NEW against BASE)",
+    p = sub.add_parser("compare", help=COMMAND_HELP["compare"],
                        description="Per case: ratio of the figures, a test on the rounds (or, for reports without "
                                    "rounds, on one process's samples), effect threshold → faster / slower / same / "
                                    "noisy; geometric means per category. Method: docs/COMPARING.md.")
@@ -59,23 +71,22 @@ def build_parser(suite: str) -> ArgumentParser:
     add_gate_arguments(p)
     p.add_argument("--allow-env-mismatch", action="store_true",
                    help="compare reports from different environments (versions, CPU/GPU, threads) anyway")
-    p.add_argument("-f", "--format", choices=("md", "json"), default="md", help="output format (default md)")
-    p.add_argument("-o", "--output", default=None, metavar="FILE", help="write here instead of stdout")
+    add_format_arguments(p, ("md", "json", "csv"), "md", "csv: one row per case and phase")
     p.add_argument("--overwrite", action="store_true", help="replace an existing output file")
     p.add_argument("--plot", default=None, metavar="DIR", help="also write the comparison chart (PNG) into DIR")
 
-    sub.add_parser("system", help="print what about this machine makes timings noisy, with fixes",
+    sub.add_parser("system", help=COMMAND_HELP["system"],
                    description="CPU governor and turbo, load, busy processes, threads vs cores, ASLR: what a sweep "
                                "records at its start and end, each warning with what to do; and how much the machine's "
                                "speed moves from one tenth of a second to the next (3 s of timing).")
     history.add_parser(sub)
 
-    p = sub.add_parser("plot", help="write PNG charts of one report")
+    p = sub.add_parser("plot", help=COMMAND_HELP["plot"])
     p.add_argument("report", metavar="REPORT", help="JSON report")
-    p.add_argument("-o", "--output-dir", default=DEFAULT_CHART_DIR, metavar="DIR",
+    p.add_argument("-o", "--output", "--output-dir", dest="output_dir", default=DEFAULT_CHART_DIR, metavar="DIR",
                    help=f"folder for the PNG files (default {DEFAULT_CHART_DIR}; created if missing)")
 
-    p = sub.add_parser("merge", help="join the reports of a sharded sweep (--shard K/N) into one")
+    p = sub.add_parser("merge", help=COMMAND_HELP["merge"])
     p.add_argument("shards", metavar="SHARD.json", nargs="+", help="the shards' JSON reports")
     p.add_argument("-o", "--output", default=None, metavar="ALL.json", help="merged report (default: stdout)")
     p.add_argument("--overwrite", action="store_true", help="replace an existing output file")
@@ -100,6 +111,9 @@ def _compare(suite: Suite, args) -> int:
     result = judge(suite, base, new, args, sources=(args.base, args.new))
     text = comparison_text(result, args.format, args.output, args.plot)
     emit(text, args.output, args.overwrite)
+    if args.output or args.format != "md":  # the Markdown on stdout ends with the answer already
+        for line in result.answer.lines():
+            print(f"{suite.name}: {line}", file=sys.stderr)
     return report_gate(suite.name, result.gate) if result.gate is not None else 0
 
 
@@ -108,13 +122,19 @@ def judge(suite: Suite, base: Report, new: Report, args, sources=(None, None), a
     from benchcore.compare.verdicts import compare
 
     allowed = args.allow_env_mismatch if allow_env_mismatch is None else allow_env_mismatch
-    result = compare(base, new, suite, threshold=args.threshold, alpha=args.alpha, allow_env_mismatch=allowed)
+    from benchcore.compare.answer import answer, settings_differences
+
+    if not 0 < args.threshold < 100:
+        raise UsageError(f"--threshold {args.threshold:g}: the smallest change that counts is a percent above 0 "
+                         "and below 100; give e.g. --threshold 5")
+    result = compare(base, new, suite, threshold=args.threshold / 100, alpha=args.alpha, allow_env_mismatch=allowed)
     result.base_source, result.new_source = sources
     if args.fail_above is not None:
         if not result.cases:  # a gate that compared nothing must not pass
             raise UsageError("no case was measured in both reports, so --fail-above has nothing to gate; "
                              "compare reports of the same cases (same selection, dtype and sizes)")
         result.gate = result.gate_verdict(args.fail_above)
+    result.answer = answer(result, settings_differences(base, new))
     if result.env_differences:
         keys = ", ".join(d["key"] for d in result.env_differences)
         why = "an A/B run's two environments" if allow_env_mismatch else "--allow-env-mismatch"
@@ -123,7 +143,7 @@ def judge(suite: Suite, base: Report, new: Report, args, sources=(None, None), a
 
 
 def comparison_text(result, fmt: str, output, plot_dir) -> str:
-    """The comparison as Markdown or JSON, with its chart written and linked when asked."""
+    """The comparison as Markdown, JSON or CSV rows, with its chart written (and linked) when asked."""
     charts = []
     if plot_dir:
         from benchcore.views.charts import write_comparison_chart
@@ -134,6 +154,10 @@ def comparison_text(result, fmt: str, output, plot_dir) -> str:
         data = result.to_dict()
         data["charts"] = [str(c) for c in charts]
         return json.dumps(data, indent=2, allow_nan=False)
+    if fmt == "csv":
+        from benchcore.report.rows import COMPARISON_COLUMNS, comparison_rows, to_csv
+
+        return to_csv(comparison_rows(result), COMPARISON_COLUMNS).rstrip("\n")  # emit ends it with one
     from benchcore.views.charts import chart_links_markdown
     from benchcore.views.markdown import comparison_markdown
 
@@ -182,7 +206,7 @@ def _merge(suite: Suite, args) -> int:
         raise UsageError(f"output file {args.output} already exists; choose another path or pass --overwrite")
     reports = [load_report(path, suite.name) for path in args.shards]
     merged = merge(reports, sources=args.shards, allow_partial=args.allow_partial, finish=suite.finish_merge)
-    emit(merged.to_json(), args.output, args.overwrite)
+    emit(render_report(merged, "json", None, suite), args.output, args.overwrite)
     return 0
 
 

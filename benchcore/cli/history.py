@@ -14,7 +14,7 @@ import datetime
 import sys
 from pathlib import Path
 
-from benchcore.cli.options import non_negative_float
+from benchcore.cli.options import add_format_arguments, percent
 from benchcore.errors import UsageError
 from benchcore.suite import Suite
 
@@ -38,7 +38,7 @@ def since_time(text: str) -> datetime.datetime:
 
 def add_parser(sub) -> None:
     """The `history` command and its subcommands, under the shared commands' parser."""
-    p = sub.add_parser("history", help="file reports into a history store; find steps; write a dashboard",
+    p = sub.add_parser("history", help="file reports into a history store; find steps; write a dashboard",  # = commands.COMMAND_HELP
                        description="A store of reports over time (SQLite file or PostgreSQL URL), step detection "
                                    "per case, metric and environment, and a static dashboard. Method: docs/HISTORY.md.")
     commands = p.add_subparsers(dest="history_command", metavar="{" + ",".join(SUBCOMMANDS) + "}")
@@ -49,7 +49,7 @@ def add_parser(sub) -> None:
                                         "(by content) is refused a second time; one from another machine type or "
                                         "build goes into series of its own (its environment fingerprint).")
     a.add_argument("report", metavar="REPORT.json", help="JSON report of a sweep of this suite")
-    _db_argument(a, f"{DEFAULT_DB} beside the report; created on first use")
+    _db_argument(a, f"./{DEFAULT_DB}, created on first use")
     a.add_argument("--label", default=None, help="a name for this run in tables and hovers (e.g. nightly-2026-12-01)")
     a.add_argument("--commit", default=None, metavar="SHA",
                    help="the commit measured (default: the git commit the report recorded, i.e. of the suite's "
@@ -64,8 +64,7 @@ def add_parser(sub) -> None:
     r.add_argument("--since", type=since_time, default=None, metavar="DATE",
                    help="only steps whose first run started at or after DATE (YYYY-MM-DD or ISO 8601 time, UTC)")
     _threshold_argument(r)
-    r.add_argument("-f", "--format", choices=("md", "json"), default="md", help="output format (default md)")
-    r.add_argument("-o", "--output", default=None, metavar="FILE", help="write here instead of stdout")
+    add_format_arguments(r, ("md", "json"), "md")
     r.add_argument("--overwrite", action="store_true", help="replace an existing output file")
     r.add_argument("--fail-on-regression", action="store_true",
                    help="nightly CI gate: exit 1 when a slower step (in the --since window) still holds")
@@ -74,13 +73,14 @@ def add_parser(sub) -> None:
                             description="An overview of the latest run per category with its changes, and a page "
                                         "per case with its series over time (plotly, works offline).")
     _db_argument(d, f"./{DEFAULT_DB}")
-    d.add_argument("-o", "--output-dir", default=DEFAULT_SITE, metavar="DIR",
-                   help=f"folder of the site, replaced whole if it holds a dashboard (default {DEFAULT_SITE})")
+    d.add_argument("-o", "--output", "--site", "--output-dir", dest="site", default=DEFAULT_SITE, metavar="DIR",
+                   help=f"folder of the site (default {DEFAULT_SITE})")
+    d.add_argument("--overwrite", action="store_true", help="replace a dashboard written there before")
     _threshold_argument(d)
 
     s = commands.add_parser("serve", help="serve a dashboard folder over HTTP on this machine",
                             description="Serve the site `history dashboard` wrote (Ctrl-C stops).")
-    s.add_argument("-d", "--directory", default=DEFAULT_SITE, metavar="DIR",
+    s.add_argument("--site", "-d", "--directory", dest="site", default=DEFAULT_SITE, metavar="DIR",
                    help=f"the dashboard's folder (default {DEFAULT_SITE})")
     s.add_argument("--port", type=int, default=DEFAULT_PORT,
                    help=f"TCP port, 0 for any free one (default {DEFAULT_PORT})")
@@ -88,13 +88,24 @@ def add_parser(sub) -> None:
                    help="address to listen on (default 127.0.0.1: this machine only)")
 
 
+class _OneStore(argparse.Action):
+    """--db once: two stores named at once would leave one silently unused."""
+
+    def __call__(self, parser, namespace, value, option_string=None):
+        given = getattr(namespace, self.dest)
+        if given is not None and given != value:
+            raise UsageError(f"two history stores at once ({given} and {value}); a history command reads or "
+                             "writes one: give --db once")
+        setattr(namespace, self.dest, value)
+
+
 def _db_argument(p, default: str) -> None:
-    p.add_argument("--db", default=None, metavar="PATH|URL",
+    p.add_argument("--db", default=None, metavar="PATH|URL", action=_OneStore,
                    help=f"SQLite file, or postgresql://USER@HOST[:PORT]/DATABASE (default: {default})")
 
 
 def _threshold_argument(p) -> None:
-    p.add_argument("--threshold", type=non_negative_float, default=DEFAULT_THRESHOLD_PCT, metavar="PCT",
+    p.add_argument("--threshold", type=percent, default=DEFAULT_THRESHOLD_PCT, metavar="PCT",
                    help=f"smallest step reported, in percent (default {DEFAULT_THRESHOLD_PCT:g})")
 
 
@@ -108,7 +119,7 @@ def _add(suite: Suite, args) -> int:
     from benchcore.history.store import HistoryStore
 
     report = load_report(args.report, suite.name)  # before the store is created: a bad report leaves nothing
-    target = args.db or str(Path(args.report).expanduser().parent / DEFAULT_DB)
+    target = args.db or DEFAULT_DB
     with HistoryStore.open(target, create=True) as store:
         filed = store.add(report, suite, source=str(Path(args.report).expanduser().resolve()), label=args.label,
                           commit=args.commit)
@@ -157,12 +168,15 @@ def _regressions(suite: Suite, args) -> int:
 
 
 def _dashboard(suite: Suite, args) -> int:
-    from benchcore.history.dashboard import write_site
+    from benchcore.history.dashboard import MARKER, write_site
     from benchcore.history.detect import changes
 
+    site = Path(args.site).expanduser()
+    if (site / MARKER).exists() and not args.overwrite:
+        raise UsageError(f"{site} holds a dashboard already; pass --overwrite to replace it, or choose another --site")
     history, series = _load(suite, args.db)
     threshold = args.threshold / 100.0
-    site = write_site(history, series, changes(history, series, threshold), args.output_dir, threshold)
+    site = write_site(history, series, changes(history, series, threshold), site, threshold)
     print(f"{suite.name}: wrote the dashboard of {len(history.runs)} run(s) to {site}", file=sys.stderr)
     print(site / "index.html")
     return 0
@@ -172,9 +186,9 @@ def _serve(suite: Suite, args) -> int:
     import functools
     import http.server
 
-    folder = Path(args.directory).expanduser()
+    folder = Path(args.site).expanduser()
     if not (folder / "index.html").is_file():
-        raise UsageError(f"{folder} holds no dashboard; write one with `{suite.name} history dashboard -o {folder}`")
+        raise UsageError(f"{folder} holds no dashboard; write one with `{suite.name} history dashboard --site {folder}`")
     handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(folder))
     try:
         server = http.server.ThreadingHTTPServer((args.bind, args.port), handler)

@@ -69,6 +69,20 @@ positive_float = _finite_float(lambda value: value > 0, "greater than 0")
 non_negative_float = _finite_float(lambda value: value >= 0, ">= 0")
 
 
+def percent(text: str) -> float:
+    """A threshold in percent ("5" or "5%"). Every threshold flag of both tools is in percent;
+    a value between 0 and 1 without "%" is most likely a fraction meant as one (0.05 for 5%),
+    and taking it as 0.05% would make every case count as changed, so it is refused, saying
+    which it looks like."""
+    explicit = text.strip().endswith("%")
+    value = non_negative_float(text.strip().rstrip("%"))
+    if 0 < value < 1 and not explicit:
+        raise argparse.ArgumentTypeError(
+            f"{text} looks like a fraction, but thresholds are in percent: write {value * 100:g} for "
+            f"{value * 100:g}%, or {text}% if you mean {text} percent")
+    return value
+
+
 def add_run_arguments(parser: argparse.ArgumentParser, rounds: int, timeout_s: float = 600.0,
                       memory_limit_gb: float = 2.0, memory_why: str = "") -> None:
     """Flags every sweep understands: rounds, isolation, timeouts, resume, threads, adaptive
@@ -90,8 +104,9 @@ def add_run_arguments(parser: argparse.ArgumentParser, rounds: int, timeout_s: f
                        help=f"restart the worker process after a case that leaves it above this resident memory "
                             f"(default {memory_limit_gb:g}{memory_why})")
     group.add_argument("--overwrite", action="store_true", help="replace an existing output file")
-    group.add_argument("--target-precision", type=positive_float, default=None,
-                       help="adaptive mode: sample until IQR/median is below this (e.g. 0.05), between --min-time and --max-time")
+    group.add_argument("--target-precision", type=percent, default=None, metavar="PCT",
+                       help="adaptive mode: sample until IQR/median is below PCT percent (e.g. 5), between --min-time "
+                            "and --max-time")
     group.add_argument("--min-time", type=non_negative_float, default=None,
                        help=f"adaptive mode: minimum seconds of sampling per case (default {MIN_TIME_S:g})")
     group.add_argument("--max-time", type=positive_float, default=None,
@@ -128,14 +143,15 @@ def apply_threads(threads: Optional[int]) -> None:
         os.environ[name] = str(threads)
 
 
-FORMATS = ("json", "md")
+FORMATS = ("json", "md", "csv")
 
 
 def parse_formats(text: str) -> Tuple[str, ...]:
-    """"json", "md" or "json,md" → a tuple of distinct formats, in the given order."""
+    """"json", "md", "csv" or several ("json,md,csv") → a tuple of distinct formats, in the given order."""
     formats = tuple(dict.fromkeys(f.strip().lower() for f in text.split(",") if f.strip()))
     if not formats or any(f not in FORMATS for f in formats):
-        raise UsageError(f"--output-format {text!r} is not json, md or json,md; choose one of those")
+        raise UsageError(f"-f/--format {text!r} is not json, md, csv or a comma-separated list of them "
+                         "(e.g. json,md); choose from those")
     return formats
 
 
@@ -151,7 +167,7 @@ def output_paths(output, formats: Sequence[str], default_stem: str) -> Dict[str,
             raise UsageError(f"-o {output} names a .{suffix} file but the format is {formats[0]}; "
                              f"name it {path.with_suffix('.' + formats[0]).name} or use -f {suffix}")
         return {formats[0]: path}
-    stem = path.with_suffix("") if path.suffix.lower() in (".json", ".md") else path
+    stem = path.with_suffix("") if suffix in FORMATS else path
     return {fmt: stem.with_name(f"{stem.name}.{fmt}") for fmt in formats}
 
 
@@ -166,15 +182,61 @@ def check_output_paths(paths: Dict[str, Path], overwrite: bool) -> None:
 
 
 def add_output_arguments(parser, default_stem: Optional[str]) -> None:
-    """-f/--output-format json|md|json,md, -o/--output-file PATH and --plot DIR."""
-    where = f"default ./{default_stem}.<json|md>" if default_stem else "default: stdout"
-    parser.add_argument("-f", "--output-format", dest="output_format", default=None, metavar="json|md|json,md",
-                        help="report format; json,md writes both from one stem (default: from the output file's "
-                             "suffix, else json)")
-    parser.add_argument("-o", "--output-file", dest="output_file", default=None, metavar="PATH",
+    """-f/--format json|md|csv (several: json,md), -o/--output PATH and --plot DIR; the older
+    spellings --output-format and --output-file stay as aliases."""
+    where = f"default ./{default_stem}.<json|md|csv>" if default_stem else "default: stdout"
+    parser.add_argument("-f", "--format", "--output-format", dest="output_format", default=None,
+                        metavar="json|md|csv[,...]",
+                        help="report format: json, md, csv (one row per case and phase); json,md writes both from "
+                             "one stem (default: from the output file's suffix, else json)")
+    parser.add_argument("-o", "--output", "--output-file", dest="output_file", default=None, metavar="PATH",
                         help=f"report path ({where})")
     parser.add_argument("--plot", default=None, metavar="DIR",
                         help="also draw PNG charts into DIR (needs the plot extra); the Markdown report links them")
+
+
+def add_format_arguments(p, formats, default: str, note: str = "") -> None:
+    """-f/--format and -o/--output, as every command spells them (the sweeps: benchcore.cli)."""
+    p.add_argument("-f", "--format", "--output-format", dest="format", type=_format_of(formats), default=default,
+                   metavar="|".join(formats),
+                   help=f"output format (default {default}" + (f"; {note}" if note else "") + ")")
+    p.add_argument("-o", "--output", "--output-file", dest="output", default=None, metavar="FILE",
+                   help="write here instead of stdout")
+
+
+def _format_of(formats):
+    """An argparse type: one of `formats`, else one line naming them (csv where a view has no rows)."""
+    def parse(text: str) -> str:
+        if text.lower() not in formats:
+            raise argparse.ArgumentTypeError(f"{text!r}: this command writes {', '.join(formats)}; choose one of those")
+        return text.lower()
+
+    return parse
+
+
+def version_text(prog: str) -> str:
+    """`opbench 0.1.0 (opbench-suite 0.1.0, Python 3.11.7)`: the installed distribution's
+    version, else benchcore's own (a checkout run without installing)."""
+    import platform
+    from importlib import metadata
+
+    from . import __version__
+
+    try:
+        version = metadata.version("opbench-suite")
+    except metadata.PackageNotFoundError:
+        version = __version__
+    return f"{prog} {version} (opbench-suite {version}, Python {platform.python_version()})"
+
+
+def add_version_argument(parser, prog: str) -> None:
+    parser.add_argument("--version", action="version", version=version_text(prog))
+
+
+def commands_epilog(commands: Dict[str, str]) -> str:
+    """The `commands:` block of a tool's --help: every subcommand with its line."""
+    width = max(len(name) for name in commands) + 2
+    return "commands:\n" + "\n".join(f"  {name.ljust(width)}{text}" for name, text in commands.items())
 
 
 def formats_for(args) -> Tuple[str, ...]:
@@ -182,7 +244,7 @@ def formats_for(args) -> Tuple[str, ...]:
     if args.output_format:
         return parse_formats(args.output_format)
     suffix = Path(args.output_file).suffix.lower() if args.output_file else ""
-    return ("md",) if suffix in (".md", ".markdown") else ("json",)
+    return ("md",) if suffix in (".md", ".markdown") else ("csv",) if suffix == ".csv" else ("json",)
 
 
 def write_outputs(report, paths: Dict[str, Path], overwrite: bool, to_markdown: Callable, checkpoint=None,
@@ -204,13 +266,29 @@ def write_outputs(report, paths: Dict[str, Path], overwrite: bool, to_markdown: 
         links = chart_links_markdown(charts, relative_to=markdown_folder) if charts else ""
     try:
         for fmt, path in paths.items():
-            text = report.to_json() if fmt == "json" else to_markdown(report) + ("\n" + links if links else "")
+            text = render_report(report, fmt, to_markdown, suite) + ("\n" + links if links and fmt == "md" else "")
             written.append(write_text_atomic(path, text + "\n", overwrite=overwrite))
     except UsageError as exc:
         if checkpoint is None:
             raise
         raise UsageError(f"{exc}; the measured cases are kept in {checkpoint} (rerun with the same output and --resume)") from None
     return written
+
+
+def render_report(report, fmt: str, to_markdown: Callable, suite) -> str:
+    """One view of a report: JSON (with each case's headline figures, benchcore.views.headline),
+    Markdown, or CSV rows (benchcore.views.rows)."""
+    if fmt == "md":
+        return to_markdown(report)
+    from benchcore.views.headline import annotate
+    from benchcore.views.rows import suite_declaration
+
+    annotate(report, suite or suite_declaration(report.suite))
+    if fmt == "json":
+        return report.to_json()
+    from benchcore.views.rows import REPORT_COLUMNS, report_rows, to_csv
+
+    return to_csv(report_rows(report), REPORT_COLUMNS).rstrip("\n")  # the writers end every view with one
 
 
 def parse_shard(text: Optional[str]) -> Optional[Tuple[int, int]]:
@@ -245,8 +323,11 @@ def run_settings_from(args, warmup: int, runs: int, run_backward: bool = True):
     given = [flag for flag, value in (("--min-time", args.min_time), ("--max-time", args.max_time)) if value is not None]
     if given and args.target_precision is None:
         raise UsageError(f"{' and '.join(given)} only appl{'y' if len(given) > 1 else 'ies'} in adaptive mode; "
-                         "add --target-precision (e.g. 0.05) "
+                         "add --target-precision (e.g. 5, percent) "
                          "or drop them")
+    if args.target_precision is not None and args.target_precision <= 0:
+        raise UsageError(f"--target-precision {args.target_precision:g}: no spread is below 0%; give a percent "
+                         "above 0 (e.g. 5)")
     min_time = MIN_TIME_S if args.min_time is None else args.min_time
     max_time = MAX_TIME_S if args.max_time is None else args.max_time
     if min_time > max_time:
@@ -256,7 +337,7 @@ def run_settings_from(args, warmup: int, runs: int, run_backward: bool = True):
         warmup=warmup,
         runs=runs,
         run_backward=run_backward,
-        target_precision=args.target_precision,
+        target_precision=None if args.target_precision is None else args.target_precision / 100,
         min_time_s=min_time,
         max_time_s=max_time,
     )

@@ -164,6 +164,8 @@ class Comparison:
     drift: Optional[Drift] = None
     #: the variance prior the round-based tests were moderated with (None: too few cases)
     prior: Optional[VariancePrior] = None
+    #: the answer in a few lines (benchcore.compare.answer.Answer), set by the command that compared
+    answer: Optional[object] = None
 
     @property
     def summary(self) -> List[CategorySummary]:
@@ -234,6 +236,7 @@ class Comparison:
             "drift": self.drift.to_dict() if self.drift else None,
             "variance_prior": self.prior.to_dict() if self.prior else None,
             "gate": self.gate,
+            "answer": self.answer.to_dict() if self.answer is not None else None,
         }
 
     def to_json(self) -> str:

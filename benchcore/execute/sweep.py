@@ -139,11 +139,10 @@ def on_cluster(job: SweepJob, plan: RunPlan, prog: str, argv: Sequence[str], ext
     shard started, finished or lost, with every node's running/finished count."""
     from benchcore.execute.cluster import driver
 
-    bar = _progress(len(job.rounds.slots(job.specs, job.sides)))
+    bar = _progress(job.rounds.slots(job.specs, job.sides), prog)
     try:
-        return driver.sweep_on_cluster(job, plan, prog, argv, extra,
-                               on_event=lambda line: bar.write(f"{prog}: ray: {line}", file=sys.stderr),
-                               on_result=lambda result: bar.update(1))
+        return driver.sweep_on_cluster(job, plan, prog, argv, extra, on_event=lambda line: bar.say(f"ray: {line}"),
+                                       on_result=bar.finish)
     finally:
         bar.close()
 
@@ -178,17 +177,17 @@ def run(job: SweepJob, plan: RunPlan) -> Dict[str, List[CaseResult]]:
     from benchcore.execute.worker import run_slots
 
     slots = job.rounds.slots(job.all_specs, job.sides)
-    bar = _progress(len(slots))
+    bar = _progress(slots, job.suite.name)
 
     def started(spec, index, total):
-        bar.set_postfix_str(spec.name, refresh=True)
+        bar.start(spec)
 
     try:
         done = run_slots(
             slots, job.suite.executor, job.options(),
             isolate=plan.isolate, timeout_s=plan.timeout_s, checkpoint=job.checkpoint, resume=plan.resume,
             memory_limit_bytes=plan.memory_limit_bytes,
-            env=job.env, pythons=job.pythons or None, on_start=started, on_result=lambda result: bar.update(1))
+            env=job.env, pythons=job.pythons or None, on_start=started, on_result=bar.finish)
     finally:
         bar.close()
     combined = {side: combine_results(done, job.specs, job.suite.combine_rounds, side) for side in job.sides}
@@ -198,12 +197,16 @@ def run(job: SweepJob, plan: RunPlan) -> Dict[str, List[CaseResult]]:
     return combined
 
 
-def _progress(total: int):
-    """A progress bar on stderr (case, done/total, ETA) when stderr is a terminal."""
-    from tqdm import tqdm
+def _progress(slots, prog: str):
+    """Progress on stderr (benchcore.execute.progress), counting the cases' slots, not the reference's."""
+    from benchcore.execute.progress import Progress
 
-    shown = total > 0 and (sys.stderr.isatty() or os.environ.get("BENCH_PROGRESS") == "1")
-    return tqdm(total=total, file=sys.stderr, unit="case", dynamic_ncols=True, disable=not shown)
+    def counted(spec) -> bool:
+        return not reference.is_reference(spec)
+
+    several = len({slot.round for slot in slots}) > 1 or len({slot.side for slot in slots}) > 1
+    return Progress(sum(1 for slot in slots if counted(slot.spec)), prog, counted,
+                    unit="case rounds" if several else "cases")
 
 
 def read_system_warned(prog: str):

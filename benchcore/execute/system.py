@@ -22,8 +22,10 @@ CPU_ROOT = Path("/sys/devices/system/cpu")
 BUSY_CPU_SHARE = 0.05
 #: how long processes are watched for CPU use
 SAMPLE_S = 0.25
-#: 1-minute load average per usable core above which the machine counts as loaded
-LOAD_PER_CORE = 0.1
+#: 1-minute load average per usable core above which the machine counts as loaded: half the
+#: cores busy with other work on average (0.40 on 2 cores is a shell and an editor, not a
+#: competitor; 1.0 on 2 cores is one core taken)
+LOAD_PER_CORE = 0.5
 
 #: measure_speed: how long, in windows of what length; a swing above the limit is warned about
 SPEED_SECONDS = 3.0

@@ -196,8 +196,10 @@ def _case_bars(report: Report, suite: Suite, folder: Path) -> Path:
             ax.bar(xs, heights, width, color=color, label=metric, yerr=errs, capsize=3, ecolor="black")
     ax.set_xticks(list(range(len(results))))
     ax.set_xticklabels([labels[r.spec.key] for r in results], rotation=30, ha="right", fontsize=8)
-    ax.set_ylabel("median time (ms); whiskers: round medians' range, or the IQR for one round")
-    ax.set_title(f"{report.suite}: forward and backward per {suite.case_noun}")
+    # a label longer than the axes is cut at the figure's edge: the whiskers are said in the title
+    ax.set_ylabel("median time (ms)")
+    ax.set_title(f"{report.suite}: forward and backward per {suite.case_noun}\n"
+                 "whiskers: the round medians' range (one round: the IQR)", fontsize=10)
     ax.legend()
     ax.grid(axis="y", alpha=0.3)
     return _save(fig, folder / f"{report.suite}_{suite.case_noun}s.png")

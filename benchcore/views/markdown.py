@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Optional
 
+from benchcore.compare.answer import short_reason
 from benchcore.compare.drift import MIN_QUANTITIES
 from benchcore.compare.verdicts import VERDICTS, Comparison, MetricComparison
 from benchcore.measure.measurement import percent_change
@@ -57,6 +58,8 @@ def _header(c: Comparison) -> list:
     out += [
         f"- effect threshold: {c.threshold * 100:g}%; significance level {c.alpha:g}",
         "- ratio = new / base; < 1 is faster",
+        "- Base and New: each quantity's headline figure `median_ms`, the median of its round medians "
+        "(docs/REPORT_FORMAT.md, *Headline figures*)",
     ]
     if c.gate is not None:
         g = c.gate
@@ -125,7 +128,7 @@ def comparison_markdown(comparison: Comparison, chart_links: str = "") -> str:
     rows = []
     for case in sorted(c.cases, key=lambda k: -(k.ratio or 0)):
         for m in case.metrics:
-            why = m.reason if m.verdict == "noisy" else ""  # the one verdict that needs its reason here
+            why = short_reason(m, c.threshold) if m.verdict == "noisy" else ""  # the full reason: the JSON
             rows.append([case.label, case.category, m.metric, fmt_ms(m.base_ms), fmt_ms(m.new_ms),
                          fmt_ms(m.ratio, ".3f"), percent_change(m.judged_ratio), fmt_ms(m.p_value, ".3g"), m.verdict,
                          _evidence(m), why.replace("|", "\\|")])
@@ -142,4 +145,6 @@ def comparison_markdown(comparison: Comparison, chart_links: str = "") -> str:
         out += [table([[i["label"], i["reason"]] for i in c.unmeasured], ["Case", "Why"]), ""]
     if chart_links:
         out += [chart_links.rstrip(), ""]
+    if c.answer is not None:
+        out += ["## Answer", ""] + [f"- {line}" for line in c.answer.lines(limit=None)] + [""]
     return "\n".join(out)

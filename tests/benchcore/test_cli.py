@@ -48,7 +48,9 @@ def test_numbers_must_be_finite(argv, message):
 @pytest.mark.parametrize("argv, message", [
     (["--max-time", "3"], "--max-time only applies in adaptive mode; add --target-precision"),
     (["--min-time", "1", "--max-time", "3"], "--min-time and --max-time only apply in adaptive mode"),
-    (["--target-precision", "0.05", "--min-time", "5", "--max-time", "1"], "--min-time 5 is above --max-time 1"),
+    (["--target-precision", "5", "--min-time", "5", "--max-time", "1"], "--min-time 5 is above --max-time 1"),
+    (["--target-precision", "0.05"], "0.05 looks like a fraction, but thresholds are in percent"),
+    (["--target-precision", "0"], "--target-precision 0"),
 ])
 def test_adaptive_flags_that_would_be_ignored_or_always_cap_are_refused(argv, message):
     parser = ArgumentParser(prog="x")
@@ -60,7 +62,7 @@ def test_adaptive_flags_that_would_be_ignored_or_always_cap_are_refused(argv, me
 def test_adaptive_defaults_apply_when_only_the_target_is_given():
     parser = ArgumentParser(prog="x")
     add_run_arguments(parser, rounds=3)
-    settings = run_settings_from(parser.parse_args(["--target-precision", "0.05"]), warmup=1, runs=3)
+    settings = run_settings_from(parser.parse_args(["--target-precision", "5"]), warmup=1, runs=3)
     assert (settings.target_precision, settings.min_time_s, settings.max_time_s) == (0.05, 0.0, 10.0)
 
 
@@ -85,8 +87,11 @@ def test_output_paths_share_one_stem(tmp_path):
     assert output_paths(None, ("md",), "mxnet_operator_benchmarks") == {"md": __import__("pathlib").Path("mxnet_operator_benchmarks.md")}
     assert formats_for(SimpleNamespace(output_format=None, output_file="a/b.md")) == ("md",)
     assert formats_for(SimpleNamespace(output_format="md,json", output_file=None)) == ("md", "json")
-    with pytest.raises(UsageError, match="json, md or json,md"):
-        formats_for(SimpleNamespace(output_format="csv", output_file=None))
+    assert formats_for(SimpleNamespace(output_format=None, output_file="a/b.csv")) == ("csv",)
+    assert output_paths(str(tmp_path / "r.csv"), ("json", "csv"), "x") == {"json": tmp_path / "r.json",
+                                                                          "csv": tmp_path / "r.csv"}
+    with pytest.raises(UsageError, match="is not json, md, csv or a comma-separated list of them"):
+        formats_for(SimpleNamespace(output_format="xml", output_file=None))
     with pytest.raises(UsageError, match="is a folder"):
         check_output_paths({"json": tmp_path}, overwrite=True)
 

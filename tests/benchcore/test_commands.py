@@ -156,8 +156,12 @@ def test_bad_inputs_are_one_line_exit_2(pair, tmp_path, capsys):
         (["compare", *pair, "--fail-above", "-1"], "--fail-above"),
         (["compare", *pair, "--fail-above", "nan"], "--fail-above: nan must be a finite number >= 0"),
         (["compare", *pair, "--fail-above", "inf"], "--fail-above"),
-        (["compare", *pair, "--threshold", "0"], "threshold"),
-        (["compare", *pair, "--threshold", "5"], "threshold is a fraction between 0 and 1 (e.g. 0.05 for 5%)"),
+        (["compare", *pair, "--threshold", "0"], "--threshold 0: the smallest change that counts is a percent above 0"),
+        (["compare", *pair, "--threshold", "150"], "and below 100; give e.g. --threshold 5"),
+        (["compare", *pair, "--threshold", "0.05"], "0.05 looks like a fraction, but thresholds are in percent: "
+                                                    "write 5 for 5%, or 0.05% if you mean 0.05 percent"),
+        (["compare", *pair, "--fail-above", "0.5"], "0.5 looks like a fraction"),
+        (["compare", *pair, "-f", "xml"], "'xml': this command writes md, json, csv; choose one of those"),
         (["frobnicate"], "invalid choice"),
     ]
     for argv, words in cases:

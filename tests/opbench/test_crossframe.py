@@ -47,6 +47,7 @@ def test_crossframe_on_a_few_pairs(tmp_path):
     assert torch_case.spec.params["crossframe"] == "Convolution" and mxnet_case.spec.params.get("framework") is None
     md = (tmp_path / "cf.md").read_text()
     assert "# MXNet vs PyTorch" in md and "| broadcast_add" in md and "Geometric mean" in md
+    assert "thread variables: " in md and "{" not in md.split("\n|")[0]  # no Python dict in the header
 
 
 def test_unknown_pair_is_one_line(tmp_path):

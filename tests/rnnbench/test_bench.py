@@ -100,8 +100,8 @@ def test_both_formats_share_a_stem_and_bad_format_is_usage_error(tmp_path, capsy
     assert code == 0, err
     assert Report.load(tmp_path / "both.json").results[0].spec.name == "py"
     assert "| py" in (tmp_path / "both.md").read_text()
-    code, _, err = run(capsys, "bench", *TINY, *FAST, "--rnns", "py", "--output-format", "csv")
-    assert code == 2 and "--output-format 'csv'" in err
+    code, _, err = run(capsys, "bench", *TINY, *FAST, "--rnns", "py", "--output-format", "xml")
+    assert code == 2 and "-f/--format 'xml' is not json, md, csv" in err
 
 
 def test_print_json_and_output_format_write_the_reports_to_the_output_file(tmp_path, capsys):
@@ -384,7 +384,7 @@ def test_one_variable_length_runner_can_be_chosen_with_rnns(capsys):
 def test_markdown_shows_runs_and_marks_an_adaptive_run_that_was_capped(tmp_path, capsys):
     out_file = tmp_path / "r.md"
     code, _, err = run(capsys, "bench", *TINY, "--device", "cpu", "--group", "rnns", "--no-isolation", "--warmup", "0",
-                       "--rnns", "cudnn", "--target-precision", "0.000001", "--max-time", "0.2",
+                       "--rnns", "cudnn", "--target-precision", "0.0001%", "--max-time", "0.2",
                        "--output-file", str(out_file))
     assert code == 0, err
     [row] = [line for line in out_file.read_text().splitlines() if line.startswith("| cudnn")]
@@ -421,3 +421,23 @@ def test_output_format_has_opbench_short_flag(tmp_path, capsys):
     code, _, err = run(capsys, "bench", *TINY, *FAST, "--rnns", "py", "-f", "md", "-o", str(tmp_path / "r.md"))
     assert code == 0, err
     assert (tmp_path / "r.md").read_text().startswith("# rnnbench results")
+
+
+def test_bench_without_output_writes_the_json_report_to_stdout(capsys):
+    """As --help says: the report goes to stdout; the console table to stderr."""
+    code, out, err = run(capsys, "bench", *TINY, *FAST, "--rnns", "py")
+    assert code == 0, err
+    report = json.loads(out)
+    assert report["schema"] == "benchcore-report" and report["results"][0]["spec"]["name"] == "py"
+    assert report["results"][0]["metrics"]["headline"]["forward"]["figure"] == "call_ms"
+
+
+def test_markdown_has_a_settings_table_and_says_what_the_count_is(tmp_path, capsys):
+    code, _, err = run(capsys, "bench", *TINY, "--nloops", "4", "--warmup", "1", "--device", "cpu", "--group", "rnns",
+                       "--no-isolation", "--rounds", "3", "--rnns", "py", "-o", str(tmp_path / "r.md"))
+    assert code == 0, err
+    md = (tmp_path / "r.md").read_text()
+    assert "## Settings" in md and "| rounds.runs_per_round" in md and "settings: {" not in md
+    assert "| Timed calls" in md and "so the count can exceed N" in md
+    row = next(line for line in md.splitlines() if line.startswith("| py"))
+    assert "| 6 " in row  # 4 runs over 3 rounds: 2 per round

@@ -1,4 +1,8 @@
-"""`opbench --list [--all]` for MXNet: operator, category, has_backward, backward timed, input rule."""
+"""`opbench --list [--all]` for MXNet: operator, category, backward_op, backward_timed, cases.
+
+backward_op says where an operator's gradient comes from: `own` (a `_backward_<name>` operator,
+opperf's has_backward), `shared` (differentiable through other operators' backward, e.g.
+batch_dot: opperf counts it as having none, yet its backward is timed), `none`."""
 
 from __future__ import annotations
 
@@ -21,25 +25,27 @@ def list_operators(backend, args, device: str) -> int:
     counts = {"has_backward": 0, "differentiable": 0, "timed": 0}
     for name in set(planned) | set(no_case):
         info = registry.get(name)
-        rule = "yes" if name in planned else f"no: {no_case[name]}"
+        cases = str(len(planned[name])) if name in planned else f"none: {no_case[name]}"
         counts["has_backward"] += info.has_backward
         counts["differentiable"] += bool(info.differentiable)
         counts["timed"] += any(s.params["run_backward"] for s in planned.get(name, ()))
-        rows.append([name, categories.category_of(name) or "-", _yes(info.has_backward),
-                     backward_cell(info, planned.get(name)), rule, info.reason or ""])
+        rows.append([name, categories.category_of(name) or "-", backward_op(info),
+                     backward_cell(info, planned.get(name)), cases, info.reason or ""])
     selected = len(rows)
     if args.all and not (args.category or args.ops):
-        rows += [[info.name, "-", _yes(info.has_backward), "-", "-", info.reason]
+        rows += [[info.name, "-", backward_op(info), "-", "-", info.reason]
                  for info in registry.scan() if not info.selected]
     rows.sort(key=lambda row: row[0])
-    headers = ["operator", "category", "has_backward", "backward timed", "input rule"] + (
+    headers = ["operator", "category", "backward_op", "backward_timed", "cases"] + (
         ["filtered because"] if args.all else [])
     if not args.all:
         rows = [row[:5] for row in rows]
     print(tabulate(rows, headers=headers, tablefmt="simple"))
     print(f"\n{selected} selected operators" + (f", {len(rows) - selected} filtered" if args.all else "")
           + f"; has_backward (opperf: a _backward_<name> operator) {counts['has_backward']}, "
-            f"differentiable {counts['differentiable']}, backward timed {counts['timed']}", file=sys.stderr)
+            f"differentiable {counts['differentiable']}, backward timed {counts['timed']}. backward_op: own "
+            "(a _backward_<name> operator), shared (differentiable through other operators' backward), none; "
+            "cases: the cases this run times", file=sys.stderr)
     return 0
 
 
@@ -63,5 +69,8 @@ def backward_cell(info, specs) -> str:
     return "no"
 
 
-def _yes(flag: bool) -> str:
-    return "yes" if flag else "no"
+def backward_op(info) -> str:
+    """own, shared or none (see the module docstring)."""
+    if info.has_backward:
+        return "own"
+    return "shared" if info.differentiable else "none"

@@ -75,7 +75,12 @@ def test_writing_again_replaces_the_site_and_other_folders_are_refused(history_d
     site = tmp_path / "site"
     assert main(OPBENCH, ["history", "dashboard", "--db", history_db, "-o", str(site)]) == 0
     (site / "cases" / "stale.html").write_text("a case no longer in the history")
-    assert main(OPBENCH, ["history", "dashboard", "--db", history_db, "-o", str(site)]) == 0
+    capsys.readouterr()
+    assert main(OPBENCH, ["history", "dashboard", "--db", history_db, "--site", str(site)]) == 2
+    one_line = capsys.readouterr().err
+    assert one_line.count("\n") == 1 and "holds a dashboard already; pass --overwrite to replace it" in one_line
+    assert (site / "cases" / "stale.html").exists()
+    assert main(OPBENCH, ["history", "dashboard", "--db", history_db, "-o", str(site), "--overwrite"]) == 0
     assert not (site / "cases" / "stale.html").exists() and (site / "index.html").is_file()
     assert [p.name for p in tmp_path.iterdir()] == ["site"]  # no temporary folder left behind
     foreign = tmp_path / "notes"

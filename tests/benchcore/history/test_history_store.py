@@ -134,11 +134,22 @@ def test_a_bad_report_creates_no_database(reports, tmp_path, capsys):
     assert not (tmp_path / "benchmarks.db").exists()
 
 
-def test_default_database_is_beside_the_report(reports, tmp_path, capsys):
+def test_every_history_command_defaults_to_one_store_in_the_working_folder(reports, tmp_path, capsys, monkeypatch):
     path = derive_history(reports["opbench"], tmp_path / "nightly", 1)[0]
+    monkeypatch.chdir(tmp_path)
     assert main(OPBENCH, ["history", "add", str(path)]) == 0
-    assert (tmp_path / "nightly" / "benchmarks.db").is_file()
-    assert str(tmp_path / "nightly" / "benchmarks.db") in capsys.readouterr().err
+    assert (tmp_path / "benchmarks.db").is_file() and not (tmp_path / "nightly" / "benchmarks.db").exists()
+    assert "benchmarks.db" in capsys.readouterr().err
+    assert main(OPBENCH, ["history", "regressions", "-f", "json"]) == 0  # finds the same store
+    assert json.loads(capsys.readouterr().out) is not None
+
+
+def test_two_stores_at_once_and_csv_are_one_line(reports, tmp_path, capsys):
+    for argv, words in ((["regressions", "--db", "a.db", "--db", "b.db"], "two history stores at once (a.db and b.db)"),
+                        (["regressions", "-f", "csv"], "'csv': this command writes md, json"),
+                        (["regressions", "--threshold", "0.1"], "0.1 looks like a fraction")):
+        assert main(OPBENCH, ["history", *argv]) == 2
+        one_error_line(capsys, words)
 
 
 def test_a_store_of_a_newer_schema_is_refused(store_target, reports, tmp_path, capsys):

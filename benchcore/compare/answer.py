@@ -1,0 +1,140 @@
+"""Answer: what a comparison says in a few lines, for the person who asked "did it get slower?".
+
+A Comparison holds per quantity a verdict with its statistics (p, q, bounds, detectable change);
+this module turns it into one line per changed quantity ("broadcast_add (4,6) forward: 1.71×
+slower (+71%)"), one verdict line for the whole comparison that says what it could not see
+(the slowdown its evidence detects 4 times in 5), and a warning when the two reports were not
+timed with the same settings. The statistics stay in the JSON; these lines carry none of them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, List, Optional
+
+from benchcore.measure.measurement import percent_change
+
+if TYPE_CHECKING:
+    from benchcore.compare.verdicts import Comparison, MetricComparison
+    from benchcore.report.model import Report
+
+#: settings whose difference changes what a figure is; (path in `settings`, name said)
+SETTINGS_COMPARED = (
+    (("warmup",), "warmup"), (("runs",), "runs"), (("settings", "warmup"), "warmup"), (("settings", "runs"), "runs"),
+    (("run_settings", "target_precision"), "target precision"), (("settings", "target_precision"), "target precision"),
+    (("rounds", "rounds"), "rounds"), (("profiler",), "engine"), (("dtype",), "dtype"), (("threads",), "threads"),
+    (("fuser",), "fuser"), (("executor",), "executor"), (("flush_denormal",), "flush denormals"),
+)
+#: the answer's per-quantity lines stop here, with "and N more"
+MAX_LINES = 20
+
+
+@dataclass
+class Answer:
+    """The comparison's answer: `changes` one line per changed quantity (slowest first),
+    `verdict` one line, `warnings` (settings that differ)."""
+
+    verdict: str
+    changes: List[str] = field(default_factory=list)
+    warnings: List[str] = field(default_factory=list)
+    #: [{setting, base, new}]
+    settings_differences: List[dict] = field(default_factory=list)
+
+    def lines(self, limit: Optional[int] = MAX_LINES) -> List[str]:
+        """Warnings, the changes (at most `limit`), then the verdict."""
+        changes = self.changes if limit is None or len(self.changes) <= limit else \
+            self.changes[:limit] + [f"… and {len(self.changes) - limit} more (see the table)"]
+        return [f"warning: {w}" for w in self.warnings] + changes + [self.verdict]
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def times(ratio: float) -> str:
+    """A ratio as a multiple of the faster side: 1.71× slower (+71%), 1.25× faster (-20%)."""
+    if ratio >= 1:
+        return f"{ratio:.2f}× slower ({percent_change(ratio)})"
+    return f"{1 / ratio:.2f}× faster ({percent_change(ratio)})"
+
+
+def change_line(label: str, m: "MetricComparison") -> str:
+    return f"{label} {m.metric}: {times(m.judged_ratio)}"
+
+
+def short_reason(m: "MetricComparison", threshold: float) -> str:
+    """What the verdict rests on, in a few words (the full reason and its statistics are in
+    the JSON's `reason`, `p_value`, `q_value`, `ratio_low`, `ratio_high`)."""
+    significance = m.q_value if m.q_value is not None else m.p_value
+    if "clock" in m.reason:
+        return "within the clock's resolution"
+    if m.verdict in ("slower", "faster"):
+        return f"q={significance:.2g}" if significance is not None else "beyond the threshold"
+    if m.verdict == "same":
+        return f"within ±{threshold * 100:g}%"
+    if "allows anything" in m.reason and m.ratio_low is not None:
+        return f"could be {percent_change(m.ratio_low)} to {percent_change(m.ratio_high)}"
+    if significance is not None:
+        return f"not significant ({'q' if m.q_value is not None else 'p'}={significance:.2g})"
+    return m.reason.split(" (")[0][:80]
+
+
+def settings_differences(base: "Report", new: "Report") -> List[dict]:
+    """The settings that shape the figures and differ between the two reports."""
+    found = []
+    for path, name in SETTINGS_COMPARED:
+        values = [_lookup(report.settings, path) for report in (base, new)]
+        if values[0] is not None and values[1] is not None and values[0] != values[1]:
+            if not any(d["setting"] == name for d in found):
+                found.append({"setting": name, "base": values[0], "new": values[1]})
+    return found
+
+
+def _lookup(settings: dict, path) -> object:
+    value = settings
+    for part in path:
+        value = value.get(part) if isinstance(value, dict) else None
+    return value
+
+
+def answer(c: "Comparison", settings_diff: Optional[List[dict]] = None) -> Answer:
+    """The Answer of a comparison (settings_diff: from settings_differences, when both
+    reports are at hand)."""
+    changed = sorted(((case, m) for case in c.cases for m in case.metrics
+                      if m.verdict in ("slower", "faster") and m.judged_ratio),
+                     key=lambda pair: -pair[1].judged_ratio)
+    settings_diff = settings_diff or []
+    warnings = []
+    if settings_diff:
+        said = ", ".join(f"{d['setting']} {d['base']} vs {d['new']}" for d in settings_diff)
+        warnings.append(f"the two sides ran different settings ({said}): a difference may come from that alone")
+    return Answer(_verdict(c, changed), [change_line(case.label, m) for case, m in changed], warnings, settings_diff)
+
+
+def _verdict(c: "Comparison", changed) -> str:
+    quantities = [m for case in c.cases for m in case.metrics]
+    if not quantities:
+        return "Verdict: nothing to compare: no case was measured in both reports."
+    slower = sum(1 for _case, m in changed if m.verdict == "slower")
+    faster = len(changed) - slower
+    broken = len(c.broken)
+    unclear = sum(1 for m in quantities if m.verdict == "noisy")
+    head = (f"Verdict: {slower} of {len(quantities)} quantities slower, {faster} faster"
+            + (f", {broken} case(s) broke" if broken else "") + f"; {unclear} too noisy to tell")
+    detectable = c.summary[-1].median_detectable_ratio
+    if detectable is not None:
+        return (head + f"; this comparison detects slowdowns of about {percent_change(detectable)} and more "
+                "(median over the quantities): smaller ones can hide in it")
+    if any(m.basis == "one-process" for m in quantities):
+        return head + "; without rounds on both sides it cannot say which slowdown it would miss (time with --rounds 3 or more, or use ab)"
+    return head + f"; changes within ±{c.threshold * 100:g}% count as the same"
+
+
+def judged(base: "Report", new: "Report", suite, threshold_pct: float = 5.0, alpha: float = 0.05,
+           allow_env_mismatch: bool = False) -> "Comparison":
+    """compare() with its answer attached (`.answer`): what the suites' Python APIs return."""
+    from benchcore.compare.verdicts import compare
+
+    result = compare(base, new, suite, threshold=threshold_pct / 100, alpha=alpha,
+                     allow_env_mismatch=allow_env_mismatch)
+    result.answer = answer(result, settings_differences(base, new))
+    return result

@@ -1,0 +1,88 @@
+"""benchcore.compare.answer on synthetic reports: one line per changed quantity, the verdict line with
+what the comparison could detect, the settings warning, short reasons."""
+
+import numpy as np
+
+from benchcore.compare.answer import answer, settings_differences, short_reason, times
+from benchcore.compare.verdicts import compare
+from benchcore.measure.case import CaseSpec
+from benchcore.measure.measurement import Measurement
+from benchcore.report.model import CaseResult, Report
+from benchcore.suite import Suite
+
+SUITE = Suite("opbench", category=lambda r: r.spec.params["category"])
+ENV = {"python": "3.11", "cpu_model": "Test CPU", "cpu_count": 2}
+
+
+def rounds_of(median, rounds=5, per_round=8, seed=0):
+    rng = np.random.default_rng(seed)
+    return Measurement.from_rounds([list(median * (1 + 0.003 * rng.standard_normal(per_round)))
+                                    for _ in range(rounds)]).to_dict()
+
+
+def case(op, variant, forward_ms, seed):
+    params = {"op": op, "category": "binary", "variant": variant, "inputs": {}}
+    metrics = {"forward": rounds_of(forward_ms, seed=seed), "backward": rounds_of(2 * forward_ms, seed=seed + 1)}
+    return CaseResult(CaseSpec("opbench", op, params), "ok", metrics)
+
+
+def report(ratios, settings=None, seed=0):
+    """One case per ratio: its forward time is 1 ms × ratio, its backward 2 ms (unchanged)."""
+    results = []
+    for i, ratio in enumerate(ratios):
+        r = case(f"op{i}", "(1024,1024)", ratio, seed + 10 * i)
+        r.metrics["backward"] = rounds_of(2.0, seed=seed + 10 * i + 1)
+        results.append(r)
+    return Report("opbench", dict(ENV), dict(settings or {"warmup": 5, "runs": 20, "rounds": {"rounds": 5}}), results)
+
+
+def test_times_says_how_many_times_slower_or_faster():
+    assert times(1.71) == "1.71× slower (+71.0%)"
+    assert times(0.8) == "1.25× faster (-20.0%)"
+
+
+def test_one_line_per_changed_quantity_slowest_first_and_a_verdict():
+    base = report([1.0] * 12)
+    new = report([1.71, 0.8] + [1.0] * 10, seed=100)
+    result = compare(base, new, SUITE, interleaved=True)
+    a = answer(result, settings_differences(base, new))
+    assert len(a.changes) == 2
+    assert a.changes[0] == "op0 forward: 1.71× slower (+71.0%)"
+    assert a.changes[1].startswith("op1 forward: 1.25× faster (-")
+    assert a.verdict.startswith("Verdict: 1 of 24 quantities slower, 1 faster; 0 too noisy to tell; "
+                                "this comparison detects slowdowns of about +")
+    assert a.warnings == []
+    assert a.lines()[-1] == a.verdict
+
+
+def test_settings_that_differ_are_a_warning():
+    base = report([1.0] * 3, settings={"warmup": 1, "runs": 3, "rounds": {"rounds": 5}})
+    new = report([1.0] * 3, settings={"warmup": 5, "runs": 20, "rounds": {"rounds": 5}}, seed=7)
+    a = answer(compare(base, new, SUITE), settings_differences(base, new))
+    assert a.settings_differences == [{"setting": "warmup", "base": 1, "new": 5},
+                                      {"setting": "runs", "base": 3, "new": 20}]
+    assert a.lines()[0] == ("warning: the two sides ran different settings (warmup 1 vs 5, runs 3 vs 20): "
+                            "a difference may come from that alone")
+
+
+def test_rnnbench_settings_are_read_where_rnnbench_keeps_them():
+    base = Report("rnnbench", settings={"settings": {"warmup": 10, "runs": 100}, "fuser": "te"})
+    new = Report("rnnbench", settings={"settings": {"warmup": 10, "runs": 20}, "fuser": "te"})
+    assert settings_differences(base, new) == [{"setting": "runs", "base": 100, "new": 20}]
+
+
+def test_nothing_compared_says_so():
+    a = answer(compare(report([]), report([]), SUITE))
+    assert a.verdict == "Verdict: nothing to compare: no case was measured in both reports."
+
+
+def test_reasons_are_short_and_the_statistics_stay_in_the_json():
+    base, new = report([1.0] * 12), report([1.71] + [1.0] * 11, seed=100)
+    result = compare(base, new, SUITE, interleaved=True)
+    for c in result.cases:
+        for m in c.metrics:
+            short = short_reason(m, result.threshold)
+            assert len(short) <= 40 and len(m.reason) > len(short)
+    slower = result.cases[0].metrics[0] if result.cases[0].label.startswith("op0") else None
+    slower = slower or next(m for c in result.cases for m in c.metrics if m.verdict == "slower")
+    assert short_reason(slower, result.threshold).startswith("q=")

@@ -1,0 +1,100 @@
+"""What the tools write, read back as a user's tools read it: the JSON against its JSON Schema
+(benchcore/schemas), the CSV through pandas, benchcore.views.rows.load_rows; real reports of both
+suites (tiny sizes, in-process) and a real comparison."""
+
+import json
+
+import jsonschema
+import pandas
+import pytest
+
+from benchcore import schemas
+from benchcore.views.rows import COMPARISON_COLUMNS, REPORT_COLUMNS, load_rows
+from opbench.cli import main as opbench
+from rnnbench.cli import main as rnnbench
+
+OPBENCH = ["--ops", "relu,broadcast_add", "--tiny", "-w", "1", "-r", "4", "--rounds", "2", "--no-isolation",
+           "--no-audit"]
+RNNBENCH = ["bench", "--seqLength", "3", "--numLayers", "1", "--inputSize", "4", "--hiddenSize", "4",
+            "--miniBatch", "2", "--group", "rnns", "--rnns", "cudnn", "--nloops", "4", "-w", "1", "--rounds", "2",
+            "--device", "cpu", "--no-isolation", "--no-audit"]
+
+
+@pytest.fixture(scope="module")
+def reports(tmp_path_factory):
+    """{name: path}: an opbench sweep written as json,md,csv, a second one, an rnnbench bench
+    as json and csv, and their comparisons."""
+    folder = tmp_path_factory.mktemp("outputs")
+    assert opbench([*OPBENCH, "-f", "json,md,csv", "-o", str(folder / "op.json")]) == 0
+    assert opbench([*OPBENCH, "-o", str(folder / "op2.json")]) == 0
+    assert rnnbench([*RNNBENCH, "-f", "json,csv", "-o", str(folder / "rnn.json")]) == 0
+    assert opbench(["compare", str(folder / "op.json"), str(folder / "op2.json"), "-f", "json",
+                    "-o", str(folder / "cmp.json")]) == 0
+    assert opbench(["compare", str(folder / "op.json"), str(folder / "op2.json"), "-f", "csv",
+                    "-o", str(folder / "cmp.csv")]) == 0
+    return {p.stem + p.suffix: p for p in folder.iterdir()}
+
+
+@pytest.mark.parametrize("name", ["op.json", "rnn.json"])
+def test_reports_of_both_suites_validate_against_the_report_schema(reports, name):
+    data = json.loads(reports[name].read_text())
+    jsonschema.validate(data, schemas.load("report"))
+    ok = [r for r in data["results"] if r["status"] == "ok"]
+    assert ok and all(set(r["metrics"]["headline"]) == {"forward", "backward"} for r in ok)
+
+
+def test_a_comparison_validates_against_the_comparison_schema(reports):
+    data = json.loads(reports["cmp.json"].read_text())
+    jsonschema.validate(data, schemas.load("comparison"))
+    assert data["answer"]["verdict"].startswith("Verdict: ")
+
+
+def test_the_schema_catches_a_broken_report(reports):
+    data = json.loads(reports["op.json"].read_text())
+    data["results"][0]["metrics"]["headline"]["forward"]["unit"] = "s"
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(data, schemas.load("report"))
+
+
+def test_the_headline_is_the_profiler_figure_under_opbench_native_and_wall_time_under_rnnbench(reports):
+    op = json.loads(reports["op.json"].read_text())["results"][0]["metrics"]
+    assert op["headline"]["forward"]["figure"] == "profiler_ms"
+    per_call = op["profiler"]["forward"]["per_call_ms"]
+    assert min(per_call) <= op["headline"]["forward"]["median_ms"] <= max(per_call)
+    rnn = json.loads(reports["rnn.json"].read_text())["results"][0]["metrics"]
+    assert rnn["headline"]["forward"]["figure"] == "call_ms"
+    assert rnn["headline"]["forward"]["median_ms"] == rnn["forward"]["rounds"]["median_ms"]
+
+
+@pytest.mark.parametrize("stem", ["op", "rnn"])
+def test_sweep_csv_loads_with_pandas_as_one_row_per_case_and_phase(reports, stem):
+    frame = pandas.read_csv(reports[f"{stem}.csv"])
+    assert tuple(frame.columns) == REPORT_COLUMNS
+    cases = json.loads(reports[f"{stem}.json"].read_text())["results"]
+    assert len(frame) == 2 * len(cases)
+    assert set(frame["phase"]) == {"forward", "backward"}
+    assert frame["median_ms"].dtype == float and frame["rounds"].eq(2).all()
+    assert frame["noisy"].dtype == bool
+
+
+def test_load_rows_gives_the_csv_rows(reports):
+    frame = pandas.read_csv(reports["op.csv"])
+    rows = pandas.DataFrame(load_rows(reports["op.json"]))
+    assert list(rows["median_ms"]) == pytest.approx(list(frame["median_ms"]))
+    assert list(rows["inputs"]) == list(frame["inputs"])
+    assert "data (" in frame.loc[frame["case"] == "relu", "inputs"].iloc[0]  # readable, not a JSON string
+
+
+def test_comparison_csv_loads_with_pandas(reports):
+    frame = pandas.read_csv(reports["cmp.csv"])
+    assert tuple(frame.columns) == COMPARISON_COLUMNS
+    assert set(frame["verdict"]) <= {"faster", "slower", "same", "noisy"}
+    compared = json.loads(reports["cmp.json"].read_text())["cases"]
+    assert len(frame) == sum(len(c["metrics"]) for c in compared)
+
+
+def test_the_markdown_figures_are_the_headline(reports):
+    text = reports["op.md"].read_text()
+    op = json.loads(reports["op.json"].read_text())["results"]
+    relu = next(r for r in op if r["spec"]["name"] == "relu")
+    assert f"{relu['metrics']['headline']['forward']['median_ms']:.4f}" in text
