@@ -220,7 +220,7 @@ def version_text(prog: str) -> str:
     import platform
     from importlib import metadata
 
-    from . import __version__
+    from benchcore import __version__
 
     try:
         version = metadata.version("opbench-suite")
