@@ -8,6 +8,11 @@ instead the timers disable the collector inside the timed regions only.
 Adaptive mode (target_precision set) keeps sampling until IQR/median of every timed quantity
 is under the target, after at least min_runs samples and min_time_s seconds, or until
 max_time_s runs out, in which case the outcome is flagged `capped`.
+
+After the timed runs, benchcore.steady judges whether the first samples stand apart from the
+rest (a cold start the fixed warmup did not cover): those iterations are reclassified as
+warmup and as many more are timed in their place, up to max_extra_warmup; the outcome records
+the warmup calls run and whether steady state was reached (`steady`).
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from typing import Callable, List, Optional, Tuple
 from .case import Workload
 from .errors import UsageError
 from .stats import Measurement, within_step
+from .steady import Steadiness, judge_phases, round_record
 
 
 @dataclass
@@ -31,6 +37,8 @@ class RunSettings:
     min_runs: int = 5
     min_time_s: float = 0.0
     max_time_s: float = 10.0
+    #: the most timed iterations benchcore.steady may turn into warmup; None: as many as the runs
+    max_extra_warmup: Optional[int] = None
 
     def __post_init__(self):
         if self.warmup < 0:
@@ -43,6 +51,10 @@ class RunSettings:
     @property
     def adaptive(self) -> bool:
         return self.target_precision is not None
+
+    @property
+    def extra_warmup_limit(self) -> int:
+        return self.runs if self.max_extra_warmup is None else self.max_extra_warmup
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -61,6 +73,9 @@ class RunOutcome:
     #: time inside timed calls, warmup included (ms): the denominator of overhead figures
     timed_total_ms: float
     warmup: int
+    #: timed iterations turned into warmup because they had not reached steady state
+    extra_warmup: int = 0
+    steadiness: Steadiness = Steadiness(0)
 
     def to_dict(self) -> dict:
         return {
@@ -69,6 +84,7 @@ class RunOutcome:
             "capped": self.capped,
             "timed_total_ms": self.timed_total_ms,
             "warmup": self.warmup,
+            "steady": [round_record(self.warmup, self.extra_warmup, self.steadiness)],
         }
 
 
@@ -138,10 +154,36 @@ def run_workload(
         if elapsed >= settings.max_time_s:
             capped = True
             break
+    extra, state, settling_ms = _settle(workload, timer, with_backward, forward, backward, settings.extra_warmup_limit)
+    timed_total += settling_ms
     return RunOutcome(
         forward=Measurement(forward),
         backward=Measurement(backward) if backward else None,
         capped=capped,
         timed_total_ms=timed_total,
         warmup=settings.warmup,
+        extra_warmup=extra,
+        steadiness=state,
     )
+
+
+def _settle(workload: Workload, timer, with_backward: bool, forward: List[float], backward: List[float],
+            limit: int) -> Tuple[int, Steadiness, float]:
+    """Turn a cold head of the timed iterations into warmup, timing as many more in its place,
+    until the series is steady or `limit` iterations were turned (benchcore.steady); the lists
+    are edited in place. (number turned into warmup, the final series' steadiness, the time the
+    extra iterations took in ms)"""
+    extra, spent = 0, 0.0
+    state = judge_phases([forward, backward])
+    while state.cold and extra + state.cold <= limit:
+        cold = state.cold
+        del forward[:cold], backward[:cold]
+        extra += cold
+        for _ in range(cold):
+            f, b = _iteration(workload, timer, with_backward)
+            spent += f + (b or 0.0)
+            forward.append(f)
+            if b is not None:
+                backward.append(b)
+        state = judge_phases([forward, backward])
+    return extra, state, spent

@@ -209,6 +209,8 @@ def run_native(workload: Workload, settings: RunSettings, op: str, ctx) -> dict:
     try:
         baseline = profiler.baseline_bytes(ctx, _sync)
         outcome = run_workload(marked, measured, timer, reported=timer.reported, resolution_ms=RESOLUTION_MS)
+        for phase in timer.phases.values():  # the calls the runner turned into warmup
+            phase.drop_first(outcome.extra_warmup)
         _sync()  # the runs' last arrays are freed by now: let the counter see it
         timer.other_dumps.append(profiler.dump())
     finally:

@@ -163,6 +163,8 @@ def run_native(workload: Workload, settings: RunSettings, device: str, aten_name
     measured = RunSettings(**{**settings.to_dict(), "warmup": 0})
     with profile(activities=activities) as prof:
         outcome = run_workload(marked, measured, timer, resolution_ms=RESOLUTION_MS)
+    turned = outcome.extra_warmup * (2 if outcome.backward is not None else 1)  # calls the runner made warmup
+    timer.phases[:turned] = ["warmup"] * turned
     phases = phase_summaries(prof.events(), timer.phases, device.startswith("cuda"), aten_name)
     metrics = outcome.to_dict()
     metrics["warmup"] = settings.warmup
