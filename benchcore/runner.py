@@ -17,6 +17,7 @@ the warmup calls run and whether steady state was reached (`steady`).
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import asdict, dataclass
 from typing import Callable, List, Optional, Tuple
@@ -25,6 +26,19 @@ from .case import Workload
 from .errors import UsageError
 from .stats import Measurement, within_step
 from .steady import Steadiness, judge_phases, round_record
+
+
+#: The environment variable through which a sweep tells its isolated workers each case's time
+#: budget in seconds (--timeout). Not a run setting: a resumed sweep may raise its timeout.
+BUDGET_ENV = "BENCHCORE_CASE_BUDGET_S"
+#: warmup calls timed before the whole warmup's cost is projected (the cheaper of them is the
+#: estimate: a first call's compilation must not make a sane --warmup look too long)
+BUDGET_PROBE_CALLS = 2
+
+
+class WarmupOverBudget(UsageError):
+    """The warmup asked for cannot finish within a case's time budget: the flags are wrong, not
+    the case (the sweep turns this into one line and exit status 2)."""
 
 
 @dataclass
@@ -125,9 +139,13 @@ def run_workload(
     """
     with_backward = settings.run_backward and workload.has_backward
     timed_total = 0.0
+    warm_calls: List[float] = []
     for _ in range(settings.warmup):
         f, b = _iteration(workload, timer, with_backward)
-        timed_total += f + (b or 0.0)
+        warm_calls.append(f + (b or 0.0))
+        timed_total += warm_calls[-1]
+        if len(warm_calls) == BUDGET_PROBE_CALLS:
+            check_warmup_budget(settings.warmup, min(warm_calls))
 
     forward: List[float] = []
     backward: List[float] = []
@@ -165,6 +183,19 @@ def run_workload(
         extra_warmup=extra,
         steadiness=state,
     )
+
+
+def check_warmup_budget(warmup: int, call_ms: float, budget_s: Optional[float] = None) -> None:
+    """Refuse a warmup whose projected time (warmup × the cheapest call so far) exceeds the case's
+    time budget (`budget_s`, else the one the sweep set in BUDGET_ENV; none: no limit)."""
+    if budget_s is None:
+        budget_s = float(os.environ[BUDGET_ENV]) if os.environ.get(BUDGET_ENV) else None
+    if budget_s is None or warmup * call_ms / 1e3 <= budget_s:
+        return
+    fits = max(1, int(budget_s * 1e3 / call_ms / 2))
+    raise WarmupOverBudget(f"--warmup {warmup} needs at least {warmup * call_ms / 1e3:.0f} s per case at "
+                           f"{call_ms:.3g} ms per call, more than the {budget_s:g} s a case may take (--timeout); "
+                           f"lower --warmup (e.g. {fits}) or raise --timeout")
 
 
 def _settle(workload: Workload, timer, with_backward: bool, forward: List[float], backward: List[float],

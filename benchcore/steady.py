@@ -134,3 +134,25 @@ def summary(metrics: dict) -> Optional[str]:
         reasons = sorted({records[i - 1].get("reason") or "" for i in unsteady})
         parts.append(f"not steady in round(s) {', '.join(map(str, unsteady))}: {'; '.join(reasons)}")
     return "; ".join(parts)
+
+
+#: what the views' section says before listing the cases (docs/STEADY_STATE.md has the why)
+SECTION_INTRO = ("Every round ran the whole warmup asked for; timed calls that still stood apart from the rest "
+                 "were turned into extra warmup (bounded). Listed: cases that needed extra warmup or did not "
+                 "settle, and quantities with two speeds (*bimodal*: across processes, or within one round), "
+                 "whose round spread is not noise; `compare` calls those changed only beyond both speeds. "
+                 "See docs/STEADY_STATE.md.")
+
+
+def markdown_section(cases: Sequence[tuple]) -> List[str]:
+    """The views' section on what is not one steady speed, from (label, metrics, {phase: the
+    bimodal text or None}) per case; empty when every case was steady at one speed."""
+    lines: List[str] = []
+    for label, metrics, bimodal in cases:
+        note = summary(metrics)
+        if note:
+            lines.append(f"- `{label}`: {note}")
+        lines += [f"- `{label}` {phase}: {text}" for phase, text in bimodal.items() if text]
+    if not lines:
+        return []
+    return ["## Steady state and two speeds", "", SECTION_INTRO, "", *lines, ""]

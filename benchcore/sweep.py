@@ -21,7 +21,7 @@ from .case import CaseSpec
 from .errors import UsageError
 from .report import CaseResult
 from .rounds import RoundPlan, combine_metrics, combine_results
-from .runner import RunSettings
+from .runner import BUDGET_ENV, RunSettings, WarmupOverBudget
 from .suite import Suite
 
 #: warnings not worth repeating before every sweep (rounds already average over layouts)
@@ -61,7 +61,8 @@ class SweepJob:
 
     @property
     def round_settings(self) -> RunSettings:
-        """One round's share of the runs, the warmup and the adaptive time limits (RoundPlan)."""
+        """One round's share of the runs and the adaptive time limits, and the whole warmup
+        (RoundPlan: every round is a fresh process)."""
         n, asked = self.rounds.rounds, self.settings
         return dataclasses.replace(asked, runs=self.rounds.runs_per_round(asked.runs),
                                    warmup=self.rounds.warmup_per_round(asked.warmup),
@@ -162,6 +163,9 @@ def run(job: SweepJob, args) -> Dict[str, List[CaseResult]]:
 
     slots = job.rounds.slots(job.all_specs, job.sides)
     bar = _progress(len(slots))
+    env = job.env
+    if not args.no_isolation:  # the workers refuse a warmup their --timeout cannot hold
+        env = {**(job.env or os.environ), BUDGET_ENV: f"{args.timeout:g}"}
 
     def started(spec, index, total):
         bar.set_postfix_str(spec.name, refresh=True)
@@ -171,14 +175,24 @@ def run(job: SweepJob, args) -> Dict[str, List[CaseResult]]:
             slots, job.suite.executor, job.options(),
             isolate=not args.no_isolation, timeout_s=args.timeout, checkpoint=job.checkpoint, resume=args.resume,
             memory_limit_bytes=memory_limit_bytes(args),
-            env=job.env, pythons=job.pythons or None, on_start=started, on_result=lambda result: bar.update(1))
+            env=env, pythons=job.pythons or None, on_start=started, on_result=lambda result: bar.update(1))
     finally:
         bar.close()
+    refuse_over_budget(result for _slot, result in done)
     combined = {side: combine_results(done, job.specs, job.suite.combine_rounds, side) for side in job.sides}
     if job.reference:  # the reference's metrics are benchcore's own: combined by the core's rules
         for side in job.sides:
             combined[side] += combine_results(done, job.reference_specs, combine_metrics, side)
     return combined
+
+
+def refuse_over_budget(results) -> None:
+    """A case whose worker refused its warmup (benchcore.runner.WarmupOverBudget) means the flags
+    are wrong: one line and exit status 2, the measured cases kept in the checkpoint."""
+    prefix = f"{WarmupOverBudget.__name__}: "
+    for result in results:
+        if not result.ok and (result.error or "").startswith(prefix):
+            raise UsageError(f"{result.spec.name}: {result.error[len(prefix):]}")
 
 
 def memory_limit_bytes(args) -> Optional[int]:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 from typing import Dict, List, Optional
 
-from benchcore import audit
+from benchcore import audit, modes, steady
 from benchcore.report import CaseResult, Report
 from benchcore.stats import Measurement, round_sizes_of
 
@@ -97,7 +97,20 @@ def _center(m: Optional[Measurement]) -> tuple:
 
 
 def _round_spread(m: Optional[Measurement]) -> str:
+    """The rounds' spread, or "bimodal" where the quantity has two speeds (benchcore.modes)."""
+    if m is not None and modes.of(m) is not None:
+        return "bimodal"
     return MISSING if m is None or m.round_spread is None else f"{m.round_spread * 100:.1f}%"
+
+
+def _bimodal_texts(result: CaseResult, engine: str) -> Dict[str, Optional[str]]:
+    """Each timed quantity's two speeds, in words (None: one speed), as the table shows it."""
+    if engine == "python":
+        quantities = {"iteration": _python_whole(result)}
+    else:
+        quantities = dict(zip(("forward", "backward"), _native_measurements(result)))
+    found = {name: modes.of(m) for name, m in quantities.items()}
+    return {name: m.describe() if m else None for name, m in found.items()}
 
 
 def _native_measurements(result: CaseResult) -> tuple:
@@ -115,14 +128,20 @@ def _native_row(result: CaseResult, rounds: bool) -> list:
             ] + ([_round_spread(forward)] if rounds else [])
 
 
-def _python_row(result: CaseResult, rounds: bool) -> list:
-    metrics, op = result.metrics, _op(result)
+def _python_whole(result: CaseResult) -> Optional[Measurement]:
+    """One whole iteration per call: forward plus backward when it ran (opperf's python average)."""
+    metrics = result.metrics or {}
     forward = metrics.get("forward") or {}
     samples = list(forward.get("samples_ms") or [])
     backward = (metrics.get("backward") or {}).get("samples_ms")
     if samples and backward:
         samples = [f + b for f, b in zip(samples, backward)]
-    whole = _measurement(samples, round_sizes_of(forward))
+    return _measurement(samples, round_sizes_of(forward))
+
+
+def _python_row(result: CaseResult, rounds: bool) -> list:
+    metrics, op = result.metrics, _op(result)
+    whole = _python_whole(result)
     return [op, _fmt(metrics.get(f"avg_time_{op}")), _fmt(metrics.get(f"p50_time_{op}")),
             _fmt(metrics.get(f"p90_time_{op}")), _fmt(metrics.get(f"p99_time_{op}")), _inputs_text(result),
             *map(_fmt, _center(whole))] + ([_round_spread(whole)] if rounds else [])
@@ -192,13 +211,16 @@ def _not_measured_section(ok: List[CaseResult]) -> List[str]:
         for key in metrics.get("opperf_keys") or ():
             if metrics.get(key) is None:
                 reason = (metrics.get("missing") or {}).get(key, "not measured")
-                label = f"{_op(result)} {result.spec.params.get('variant') or ''}".strip()
-                cases_by_reason.setdefault(f"{_column(key)}: {reason}", []).append(label)
+                cases_by_reason.setdefault(f"{_column(key)}: {reason}", []).append(_label(result))
     if not cases_by_reason:
         return []
     rows = [[reason.replace("|", "\\|"), ", ".join(dict.fromkeys(labels))]
             for reason, labels in sorted(cases_by_reason.items())]
     return ["## Not measured", "", _table(rows, ["Value: reason", "Cases"]), ""]
+
+
+def _label(result: CaseResult) -> str:
+    return f"{_op(result)} {result.spec.params.get('variant') or ''}".strip()
 
 
 def _column(key: str) -> str:
@@ -229,8 +251,8 @@ def to_markdown(report: Report) -> str:
                  + f". `{MISSING}`: not measured (why: *Not measured* below).")
     parts += ["", _table(rows, headers) if ok else "(no case was measured)", ""]
     parts += _not_measured_section(ok)
-    parts += audit.markdown_section([(f"{_op(r)} {r.spec.params.get('variant') or ''}".strip(), r.metrics or {})
-                                     for r in ok], audited=settings.get("audit") is not False)
+    parts += steady.markdown_section([(_label(r), r.metrics or {}, _bimodal_texts(r, engine)) for r in ok])
+    parts += audit.markdown_section([(_label(r), r.metrics or {}) for r in ok], audited=settings.get("audit") is not False)
     failures = [r for r in _sorted(report.results) if r.status in ("failed", "crashed", "timeout")]
     if failures:
         parts += ["## Failures", "",

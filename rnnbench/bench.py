@@ -22,7 +22,7 @@ from contextlib import ExitStack, contextmanager, nullcontext
 from dataclasses import dataclass
 from typing import Dict, Iterator, List, Optional, Sequence
 
-from benchcore import audit
+from benchcore import audit, steady
 from benchcore.case import CaseSpec
 from benchcore.errors import SkipCase, UsageError
 
@@ -440,8 +440,15 @@ def _center(result, which: str) -> Optional[float]:
 
 
 def _round_spread(result, which: str) -> Optional[str]:
-    rounds = _stat(result, which, "rounds")
+    """The rounds' spread, or "bimodal" where the rounds sit at two speeds (benchcore.modes)."""
+    rounds, modes = _stat(result, which, "rounds"), _stat(result, which, "modes")
+    if isinstance(modes, dict):
+        return "bimodal"
     return None if not isinstance(rounds, dict) or rounds.get("spread") is None else f"{rounds['spread'] * 100:.1f}%"
+
+
+def _bimodal_texts(result) -> dict:
+    return {which: (_stat(result, which, "modes") or {}).get("text") for which in ("forward", "backward")}
 
 
 def console_table(results, sep: str = " ", colwidth: int = 16) -> str:
@@ -537,6 +544,7 @@ def markdown_report(report) -> str:
                                                        _status_text(result)])
         lines.append(tabulate(rows, headers=headers, tablefmt="github", floatfmt=".4g", missingval="---"))
         lines.append("")
+    lines += steady.markdown_section([(r.spec.name, r.metrics or {}, _bimodal_texts(r)) for r in report.results if r.ok])
     lines += audit.markdown_section([(r.spec.name, r.metrics or {}) for r in report.results if r.ok],
                                     audited=(report.settings or {}).get("audit") is not False)
     return "\n".join(lines)

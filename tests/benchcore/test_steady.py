@@ -132,3 +132,29 @@ def test_a_torchscript_runner_at_tiny_sizes_is_brought_to_steady_state():
     assert len(metrics["forward"]["samples_ms"]) == 10
     if record["reached"]:
         assert cold_head(metrics["forward"]["samples_ms"]) == 0 and cold_head(metrics["backward"]["samples_ms"]) == 0
+
+
+# --------------------------------------------------------------------------- a warmup too long
+
+
+def test_a_warmup_the_case_timeout_cannot_hold_is_one_line_and_exit_2(tmp_path):
+    import subprocess
+
+    argv = [sys.executable, "-m", "rnnbench", "bench", "--rnns", "py", "--group", "rnns", "--device", "cpu",
+            "--seqLength", "3", "--numLayers", "1", "--inputSize", "4", "--hiddenSize", "4", "--miniBatch", "2",
+            "--warmup", "10000000", "--nloops", "2", "--rounds", "1", "--timeout", "30", "--output-file", "r.json"]
+    proc = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2, proc.stderr
+    (line,) = [line for line in proc.stderr.splitlines() if "--warmup" in line]
+    assert line.startswith("rnnbench: error: py: --warmup 10000000 needs at least ")
+    assert "more than the 30 s a case may take (--timeout); lower --warmup (e.g. " in line
+    assert "Traceback" not in proc.stderr and not (tmp_path / "r.json").exists()
+
+
+def test_the_budget_check_passes_a_warmup_that_fits():
+    from benchcore.runner import WarmupOverBudget, check_warmup_budget
+
+    check_warmup_budget(100, 1.0, budget_s=1.0)  # 0.1 s of warmup in a 1 s budget
+    check_warmup_budget(10**9, 1.0)  # no budget outside a sweep's workers
+    with pytest.raises(WarmupOverBudget, match=r"--warmup 2000 needs at least 2 s .* lower --warmup \(e.g. 500\)"):
+        check_warmup_budget(2000, 1.0, budget_s=1.0)
