@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 from typing import Dict, List, Optional
 
-from benchcore import audit, modes, steady
+from benchcore import audit, modes, steady, trust
 from benchcore.report import CaseResult, Report
 from benchcore.stats import Measurement, round_sizes_of
 
@@ -249,7 +249,9 @@ def to_markdown(report: Report) -> str:
                  f"per-call times as the averages" + ("; with rounds a median is the median of the rounds' "
                  "medians, and *Round Spread* is (largest - smallest round median) / that median" if rounds else "")
                  + f". `{MISSING}`: not measured (why: *Not measured* below).")
-    parts += ["", _table(rows, headers) if ok else "(no case was measured)", ""]
+    measured = [m for r in ok for m in (_native_measurements(r) if engine != "python" else (_python_whole(r),)) if m]
+    parts += ["", *trust.section(measured, [r.metrics or {} for r in ok], settings, report.environment)]
+    parts += [_table(rows, headers) if ok else "(no case was measured)", ""]
     parts += _not_measured_section(ok)
     parts += steady.markdown_section([(_label(r), r.metrics or {}, _bimodal_texts(r, engine)) for r in ok])
     parts += audit.markdown_section([(_label(r), r.metrics or {}) for r in ok], audited=settings.get("audit") is not False)

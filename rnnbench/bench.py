@@ -22,9 +22,10 @@ from contextlib import ExitStack, contextmanager, nullcontext
 from dataclasses import dataclass
 from typing import Dict, Iterator, List, Optional, Sequence
 
-from benchcore import audit, steady
+from benchcore import audit, steady, trust
 from benchcore.case import CaseSpec
 from benchcore.errors import SkipCase, UsageError
+from benchcore.stats import Measurement
 
 SUITE = "rnnbench"
 EXECUTOR = "rnnbench.bench:execute"
@@ -527,6 +528,10 @@ def markdown_report(report) -> str:
     ]
     lines += [f"- {name}: {value}" for name, value in facts if value is not None]
     lines.append("")
+    ok = [r for r in report.results if r.ok]
+    measured = [Measurement.from_dict(r.metrics[which]) for r in ok for which in ("forward", "backward")
+                if isinstance(r.metrics.get(which), dict) and r.metrics[which].get("samples_ms")]
+    lines += trust.section(measured, [r.metrics or {} for r in ok], report.settings or {}, env)
     rounds = ((report.settings or {}).get("rounds") or {}).get("rounds", 1) > 1
     if rounds:
         lines += ["With rounds, a median is the median of the rounds' medians, and *round spread* is (largest - "
