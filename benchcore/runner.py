@@ -172,7 +172,8 @@ def run_workload(
         if elapsed >= settings.max_time_s:
             capped = True
             break
-    extra, state, settling_ms = _settle(workload, timer, with_backward, forward, backward, settings.extra_warmup_limit)
+    extra, state, settling_ms = _settle(workload, timer, with_backward, forward, backward, settings.extra_warmup_limit,
+                                        reported)
     timed_total += settling_ms
     return RunOutcome(
         forward=Measurement(forward),
@@ -199,13 +200,22 @@ def check_warmup_budget(warmup: int, call_ms: float, budget_s: Optional[float] =
 
 
 def _settle(workload: Workload, timer, with_backward: bool, forward: List[float], backward: List[float],
-            limit: int) -> Tuple[int, Steadiness, float]:
+            limit: int, reported=None) -> Tuple[int, Steadiness, float]:
     """Turn a cold head of the timed iterations into warmup, timing as many more in its place,
     until the series is steady or `limit` iterations were turned (benchcore.steady); the lists
     are edited in place. (number turned into warmup, the final series' steadiness, the time the
-    extra iterations took in ms)"""
+    extra iterations took in ms)
+
+    With `reported` (the samples the suite reports, e.g. the profiler's per-call times), those
+    are judged, less the iterations already turned (the suite drops them: RunOutcome.extra_warmup):
+    a call's wall time around a profiler dump can hide the cold start of the operator inside."""
     extra, spent = 0, 0.0
-    state = judge_phases([forward, backward])
+
+    def judged() -> Steadiness:
+        phases = [list(p)[extra:] for p in reported()] if reported else []
+        return judge_phases([r or t for r, t in zip(phases, (forward, backward))] if phases else [forward, backward])
+
+    state = judged()
     while state.cold and extra + state.cold <= limit:
         cold = state.cold
         del forward[:cold], backward[:cold]
@@ -216,5 +226,5 @@ def _settle(workload: Workload, timer, with_backward: bool, forward: List[float]
             forward.append(f)
             if b is not None:
                 backward.append(b)
-        state = judge_phases([forward, backward])
+        state = judged()
     return extra, state, spent

@@ -84,6 +84,25 @@ def test_the_runner_turns_a_cold_head_into_warmup_and_times_as_many_more():
     assert outcome.timed_total_ms == pytest.approx(50 + 40 + 8 * 10)
 
 
+def test_the_samples_a_suite_reports_are_judged_when_it_reports_its_own():
+    """opbench's native engine reports the profiler's per-call times; a wall time around a
+    profiler dump can be flat while the operator inside starts cold."""
+    clock = FakeClock()
+    workload, events = make_workload(clock, [0.010] * 30)
+    profiled = iter([5.0, 4.0] + [1.0] * 30)
+    kept = []
+
+    def forward():
+        kept.append(next(profiled))
+
+    real = workload.forward
+    workload.forward = lambda: (forward(), real())[1]
+    outcome = run_workload(workload, RunSettings(warmup=0, runs=8, run_backward=False),
+                           PerfCounterTimer(lambda: None, clock), clock=clock, reported=lambda: (kept, []))
+    assert outcome.extra_warmup == 2 and kept[2:] == [1.0] * 8
+    assert outcome.to_dict()["steady"][0]["reached"] is True
+
+
 def test_a_series_that_does_not_settle_within_the_limit_is_marked_with_the_reason():
     clock = FakeClock()
     costs = [0.050] * 4 + [0.010] * 20
