@@ -28,7 +28,8 @@ def test_rounds_at_two_levels_are_bimodal_across_processes():
     assert found.kind == ACROSS and found.rounds == (2, 4)
     assert found.fast_ms == pytest.approx(0.005, rel=0.1) and found.slow_ms == pytest.approx(0.0115, rel=0.1)
     data = m.to_dict()["modes"]
-    assert data["kind"] == ACROSS and data["text"].startswith("bimodal across processes: ") and data["text"].endswith(" µs (rounds 2, 4 slow)")
+    assert data["kind"] == ACROSS and data["text"].startswith("bimodal across processes: ")
+    assert data["text"].endswith(" µs (rounds 2, 4 slow)")
 
 
 def test_rounds_scattered_like_noise_are_not_bimodal():
