@@ -44,7 +44,7 @@ from __future__ import annotations
 
 import os
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Dict, List, Optional
 
 from benchcore import audit
@@ -216,8 +216,7 @@ def run_native(workload: Workload, settings: RunSettings, op: str, ctx) -> dict:
     finally:
         profiler.stop()
 
-    metrics = outcome.to_dict()
-    metrics["warmup"] = settings.warmup
+    metrics = replace(outcome, warmup=settings.warmup).to_dict()  # the warmup ran before the profiler
     metrics["timed_total_ms"] = outcome.timed_total_ms + warm_total
     missing: Dict[str, str] = {}
     forward, reason = summarize_phase(timer.phases["forward"], op)

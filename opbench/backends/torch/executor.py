@@ -31,6 +31,7 @@ torch_flush_state, as rnnbench's).
 from __future__ import annotations
 
 import functools
+from dataclasses import replace
 from typing import Any, Dict, List, Optional
 
 from benchcore.case import CaseSpec, Workload
@@ -166,8 +167,7 @@ def run_native(workload: Workload, settings: RunSettings, device: str, aten_name
     turned = outcome.extra_warmup * (2 if outcome.backward is not None else 1)  # calls the runner made warmup
     timer.phases[:turned] = ["warmup"] * turned
     phases = phase_summaries(prof.events(), timer.phases, device.startswith("cuda"), aten_name)
-    metrics = outcome.to_dict()
-    metrics["warmup"] = settings.warmup
+    metrics = replace(outcome, warmup=settings.warmup).to_dict()  # the warmup ran before the profiler
     metrics["timed_total_ms"] = outcome.timed_total_ms + warm_total
     missing = {f"profiler.{phase}": "phase not run" for phase in ("forward", "backward") if phases.get(phase) is None}
     metrics["profiler"] = {"engine": "torch-profiler", "device": device, "forward": phases.get("forward"),
