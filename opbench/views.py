@@ -14,9 +14,10 @@ from __future__ import annotations
 
 from typing import Dict, List, Optional
 
-from benchcore.measure import audit
+from benchcore.measure import audit, modes, steady
 from benchcore.measure.measurement import NOISE_THRESHOLD, Measurement, round_sizes_of
 from benchcore.report.model import CaseResult, Report
+from benchcore.views import trust
 from benchcore.views.rows import inputs_text
 from benchcore.views.settings_table import settings_table
 
@@ -99,6 +100,9 @@ def _center(m: Optional[Measurement]) -> tuple:
 
 
 def _round_spread(m: Optional[Measurement]) -> str:
+    """The rounds' spread, or "bimodal" where the quantity has two speeds (benchcore.modes)."""
+    if m is not None and modes.of(m) is not None:
+        return "bimodal"
     return MISSING if m is None or m.round_spread is None else f"{m.round_spread * 100:.1f}%"
 
 
@@ -107,6 +111,16 @@ def _noise(named) -> str:
     worth less than their digits suggest)."""
     noisy = [name for name, m in named if m is not None and m.noisy]
     return "noisy " + "+".join(noisy) if noisy else ""
+
+
+def _bimodal_texts(result: CaseResult, engine: str) -> Dict[str, Optional[str]]:
+    """Each timed quantity's two speeds, in words (None: one speed), as the table shows it."""
+    if engine == "python":
+        quantities = {"iteration": _python_whole(result)}
+    else:
+        quantities = dict(zip(("forward", "backward"), _native_measurements(result)))
+    found = {name: modes.of(m) for name, m in quantities.items()}
+    return {name: m.describe() if m else None for name, m in found.items()}
 
 
 def _native_measurements(result: CaseResult) -> tuple:
@@ -125,14 +139,20 @@ def _native_row(result: CaseResult, rounds: bool) -> list:
             ] + ([_round_spread(forward), _round_spread(backward)] if rounds else [])
 
 
-def _python_row(result: CaseResult, rounds: bool) -> list:
-    metrics, op = result.metrics, _op(result)
+def _python_whole(result: CaseResult) -> Optional[Measurement]:
+    """One whole iteration per call: forward plus backward when it ran (opperf's python average)."""
+    metrics = result.metrics or {}
     forward = metrics.get("forward") or {}
     samples = list(forward.get("samples_ms") or [])
     backward = (metrics.get("backward") or {}).get("samples_ms")
     if samples and backward:
         samples = [f + b for f, b in zip(samples, backward)]
-    whole = _measurement(samples, round_sizes_of(forward))
+    return _measurement(samples, round_sizes_of(forward))
+
+
+def _python_row(result: CaseResult, rounds: bool) -> list:
+    metrics, op = result.metrics, _op(result)
+    whole = _python_whole(result)
     return [op, _fmt(metrics.get(f"avg_time_{op}")), _fmt(metrics.get(f"p50_time_{op}")),
             _fmt(metrics.get(f"p90_time_{op}")), _fmt(metrics.get(f"p99_time_{op}")), _inputs_text(result),
             *map(_fmt, _center(whole)), _noise((("", whole),)).strip()] + ([_round_spread(whole)] if rounds else [])
@@ -214,13 +234,16 @@ def _not_measured_section(ok: List[CaseResult]) -> List[str]:
         for key in metrics.get("opperf_keys") or ():
             if metrics.get(key) is None:
                 reason = (metrics.get("missing") or {}).get(key, "not measured")
-                label = f"{_op(result)} {result.spec.params.get('variant') or ''}".strip()
-                cases_by_reason.setdefault(f"{_column(key)}: {reason}", []).append(label)
+                cases_by_reason.setdefault(f"{_column(key)}: {reason}", []).append(_label(result))
     if not cases_by_reason:
         return []
     rows = [[reason.replace("|", "\\|"), ", ".join(dict.fromkeys(labels))]
             for reason, labels in sorted(cases_by_reason.items())]
     return ["## Not measured", "", _table(rows, ["Value: reason", "Cases"]), ""]
+
+
+def _label(result: CaseResult) -> str:
+    return f"{_op(result)} {result.spec.params.get('variant') or ''}".strip()
 
 
 def _column(key: str) -> str:
@@ -249,7 +272,8 @@ def to_markdown(report: Report) -> str:
                  "medians, and *Round Spread* is (largest - smallest round median) / that median" if rounds else "")
                  + f". *Noise*: IQR/median of the phase at or above {NOISE_THRESHOLD:.0%}. "
                  f"`{MISSING}`: not measured (why: *Not measured* below).")
-    parts += [""]
+    measured = [m for r in ok for m in (_native_measurements(r) if engine != "python" else (_python_whole(r),)) if m]
+    parts += ["", *trust.section(measured, [r.metrics or {} for r in ok], settings, report.environment)]
     for name, members in _by_category(ok, report.extra.get("reported_category") or {}).items():
         rows = [row(r, rounds) + ([_runs_cell(r)] if adaptive else []) for r in members]
         parts += [f"## {name} ({len(members)})", "", _table(rows, headers), ""]
@@ -257,8 +281,8 @@ def to_markdown(report: Report) -> str:
         parts += ["(no case was measured)", ""]
     parts += ["## Settings", "", settings_table(settings), ""]
     parts += _not_measured_section(ok)
-    parts += audit.markdown_section([(f"{_op(r)} {r.spec.params.get('variant') or ''}".strip(), r.metrics or {})
-                                     for r in ok], audited=settings.get("audit") is not False)
+    parts += steady.markdown_section([(_label(r), r.metrics or {}, _bimodal_texts(r, engine)) for r in ok])
+    parts += audit.markdown_section([(_label(r), r.metrics or {}) for r in ok], audited=settings.get("audit") is not False)
     failures = [r for r in _sorted(report.results) if r.status in ("failed", "crashed", "timeout")]
     if failures:
         parts += ["## Failures", "",

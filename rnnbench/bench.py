@@ -23,8 +23,10 @@ from dataclasses import dataclass
 from typing import Dict, Iterator, List, Optional, Sequence
 
 from benchcore.errors import SkipCase, UsageError
-from benchcore.measure import audit
+from benchcore.measure import audit, steady
 from benchcore.measure.case import CaseSpec
+from benchcore.measure.measurement import Measurement
+from benchcore.views import trust
 from benchcore.views.settings_table import settings_table
 
 SUITE = "rnnbench"
@@ -441,8 +443,15 @@ def _center(result, which: str) -> Optional[float]:
 
 
 def _round_spread(result, which: str) -> Optional[str]:
-    rounds = _stat(result, which, "rounds")
+    """The rounds' spread, or "bimodal" where the rounds sit at two speeds (benchcore.modes)."""
+    rounds, modes = _stat(result, which, "rounds"), _stat(result, which, "modes")
+    if isinstance(modes, dict):
+        return "bimodal"
     return None if not isinstance(rounds, dict) or rounds.get("spread") is None else f"{rounds['spread'] * 100:.1f}%"
+
+
+def _bimodal_texts(result) -> dict:
+    return {which: (_stat(result, which, "modes") or {}).get("text") for which in ("forward", "backward")}
 
 
 def console_table(results, sep: str = " ", colwidth: int = 16) -> str:
@@ -519,7 +528,12 @@ def markdown_report(report) -> str:
         ("started", env.get("started_at")),
     ]
     lines += [f"- {name}: {value}" for name, value in facts if value is not None]
-    lines += ["", "## Settings", "", settings_table(report.settings or {}), ""]
+    lines.append("")
+    ok = [r for r in report.results if r.ok]
+    measured = [Measurement.from_dict(r.metrics[which]) for r in ok for which in ("forward", "backward")
+                if isinstance(r.metrics.get(which), dict) and r.metrics[which].get("samples_ms")]
+    lines += trust.section(measured, [r.metrics or {} for r in ok], report.settings or {}, env)
+    lines += ["## Settings", "", settings_table(report.settings or {}), ""]
     rounds = ((report.settings or {}).get("rounds") or {}).get("rounds", 1) > 1
     lines += ["Times: wall time per call in ms (the JSON's `metrics.headline.<phase>`, figure `call_ms`). "
               "*Timed calls*: the forward calls timed over all rounds; --nloops N is split evenly over the rounds, "
@@ -539,6 +553,7 @@ def markdown_report(report) -> str:
                                                        _status_text(result)])
         lines.append(tabulate(rows, headers=headers, tablefmt="github", floatfmt=".4g", missingval="---"))
         lines.append("")
+    lines += steady.markdown_section([(r.spec.name, r.metrics or {}, _bimodal_texts(r)) for r in report.results if r.ok])
     lines += audit.markdown_section([(r.spec.name, r.metrics or {}) for r in report.results if r.ok],
                                     audited=(report.settings or {}).get("audit") is not False)
     return "\n".join(lines)

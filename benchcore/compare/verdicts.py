@@ -46,7 +46,7 @@ from benchcore.compare.tests import (
     t_on_logs,
 )
 from benchcore.errors import UsageError
-from benchcore.measure import reference
+from benchcore.measure import modes, reference
 from benchcore.measure.measurement import Measurement, percent_change, within_step
 from benchcore.report.figures import METRICS, Timing
 from benchcore.report.identity import (
@@ -104,6 +104,8 @@ class MetricComparison:
     #: the smallest slowdown this quantity's evidence finds 4 times in 5 at alpha (rounds only)
     detectable_ratio: Optional[float] = None
     reason: str = ""
+    #: what makes the quantity bimodal on either side (benchcore.modes); None when neither is
+    bimodal: Optional[str] = None
 
     @property
     def judged_ratio(self) -> Optional[float]:
@@ -527,7 +529,7 @@ def _compare_rounds(metric: str, category: str, bm: Measurement, nm: Measurement
         parts.append(f"machine drift {percent_change(math.exp(offset))}" + (f" ({group.name})" if group else "") + " divided out")
     if scatter > 0:
         parts.append(f"±{scatter * 100:.1f}% scatter between the sweeps added")
-    _judge(result, evidence, "; ".join(parts), "t-test on log round medians")
+    _judge(result, evidence, "; ".join(parts), "t-test on log round medians", _bimodal(result, bm, nm, evidence))
     return result
 
 
@@ -562,7 +564,7 @@ def _compare_one_process(metric: str, bm: Measurement, nm: Measurement, resoluti
         return result
     why = (f"{bm.n} vs {nm.n} samples from one process per side, which cannot separate process noise "
            "from a change (time with --rounds)")
-    _judge(result, evidence, why, "Mann-Whitney U on the samples")
+    _judge(result, evidence, why, "Mann-Whitney U on the samples", _bimodal(result, bm, nm, evidence))
     return result
 
 
@@ -571,10 +573,18 @@ def _tight(base: Measurement, new: Measurement, threshold: float) -> bool:
     return all(m.relative_iqr is not None and m.relative_iqr < threshold for m in (base, new))
 
 
-def _judge(result: MetricComparison, evidence: Evidence, why: str, test: str) -> None:
+def _bimodal(result: MetricComparison, bm: Measurement, nm: Measurement, evidence: Evidence) -> Optional[int]:
+    """Note on `result` what makes the quantity bimodal (benchcore.modes); the direction of a
+    change beyond both speeds (1, -1, 0), or None when neither side is bimodal."""
+    result.bimodal = modes.pair_text(bm, nm)
+    return None if result.bimodal is None else modes.beyond_both_speeds(bm, nm, evidence.threshold)
+
+
+def _judge(result: MetricComparison, evidence: Evidence, why: str, test: str, clear: Optional[int] = None) -> None:
     """Decide now on the p-value alone, or leave the decision for compare() to take once every
-    quantity's p-value is known (the false-discovery adjustment needs them all)."""
-    decide = functools.partial(_decide, result, evidence.threshold, evidence.alpha, why, test)
+    quantity's p-value is known (the false-discovery adjustment needs them all). `clear`: for a
+    bimodal quantity, the direction a change must have beyond both speeds to be called."""
+    decide = functools.partial(_decide, result, evidence.threshold, evidence.alpha, why, test, clear=clear)
     if evidence.pending is None:
         decide()
     else:
@@ -599,7 +609,7 @@ def decide_pending(pending: list) -> None:
 
 
 def _decide(result: MetricComparison, threshold: float, alpha: float, evidence: str, test: str,
-            adjusted: Optional[Tuple[float, int]] = None) -> None:
+            adjusted: Optional[Tuple[float, int]] = None, *, clear: Optional[int] = None) -> None:
     """Set verdict and reason from the judged ratio, its 95% bounds and the test's p-value (its
     q-value, when `adjusted` is (q-value, how many quantities were judged together))."""
     direction = _beyond(result.judged_ratio, threshold)
@@ -618,6 +628,20 @@ def _decide(result: MetricComparison, threshold: float, alpha: float, evidence: 
         result.reason = f"change {change}, {test} {stated} < {alpha:g} ({evidence})"
     else:
         result.reason = f"change {change} not confirmed: {test} {stated} ≥ {alpha:g} ({evidence})"
+    if result.bimodal is not None:
+        _judge_bimodal(result, clear)
+
+
+def _judge_bimodal(result: MetricComparison, clear: Optional[int]) -> None:
+    """A bimodal quantity is called slower or faster only when the change lies beyond both of
+    its speeds: a side that drew the slow speed in more of its rounds is no regression."""
+    called = {"slower": 1, "faster": -1}.get(result.verdict)
+    if called is not None and called != clear:
+        result.reason = (f"{result.bimodal}: the sides' speeds overlap, so {result.verdict} is not called "
+                         f"({result.reason})")
+        result.verdict = "noisy"
+    else:
+        result.reason = f"{result.bimodal}; {result.reason}"
 
 
 def _spans_both_ways(result: MetricComparison, threshold: float) -> bool:

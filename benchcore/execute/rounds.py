@@ -33,23 +33,15 @@ Combiner = Callable[[List[dict]], dict]
 STATUS_ORDER = ("crashed", "timeout", "failed", "skipped", "ok")
 
 
-#: Warmup iterations every round gets, when the warmup asked for has at least this many: a
-#: fresh process must reach steady state again (first-call allocation, MKLDNN primitives,
-#: TorchScript's profiling executor, which optimises after its first profiled run). Measured
-#: (docs/COMPARING.md): after the warmup, the first timed iterations of a round run a few percent
-#: slow on average, which moves a round's median by under 1%, against 10-15% between rounds on
-#: this machine; a floor of 5 instead cost rnnbench's default group 1.6x the wall time of one
-#: round (15 warmup iterations instead of 5), a floor of 2 keeps it near 1.1x.
-WARMUP_FLOOR = 2
-
-
 @dataclass(frozen=True)
 class RoundPlan:
     """How a sweep's iterations are spread over rounds, and the seed of the rounds' orders.
 
-    The measured runs and the warmup are split over the rounds (ceil(runs / rounds) each; the
-    warmup likewise, but never below WARMUP_FLOOR), so N rounds cost about what one round did
-    plus N - 1 worker starts and per-case setups.
+    The measured runs are split over the rounds (ceil(runs / rounds) each); the warmup is not:
+    warmup exists to bring a process to steady state, and every round is a fresh process, so
+    every round runs the whole warmup asked for (docs/STEADY_STATE.md: split, the first timed
+    calls of every round of a TorchScript runner were its compilation). N rounds cost what one
+    round did plus N - 1 worker starts, per-case setups and warmups.
     """
 
     rounds: int = 1
@@ -63,7 +55,8 @@ class RoundPlan:
         return max(1, math.ceil(runs / self.rounds))
 
     def warmup_per_round(self, warmup: int) -> int:
-        return max(math.ceil(warmup / self.rounds), min(warmup, WARMUP_FLOOR))
+        """Every round is a fresh process: it warms up as much as one process would."""
+        return warmup
 
     def order(self, specs: Sequence[CaseSpec], round_number: int) -> List[CaseSpec]:
         """The case order of one round: as given for a single round, else shuffled with a

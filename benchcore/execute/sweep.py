@@ -24,7 +24,7 @@ from benchcore.execute.rounds import RoundPlan, combine_results
 from benchcore.measure import reference
 from benchcore.measure.case import CaseSpec
 from benchcore.measure.combine import combine_metrics
-from benchcore.measure.runner import RunSettings
+from benchcore.measure.runner import BUDGET_ENV, RunSettings, WarmupOverBudget
 from benchcore.report.model import CaseResult
 from benchcore.suite import Suite
 
@@ -65,7 +65,8 @@ class SweepJob:
 
     @property
     def round_settings(self) -> RunSettings:
-        """One round's share of the runs, the warmup and the adaptive time limits (RoundPlan)."""
+        """One round's share of the runs and the adaptive time limits, and the whole warmup
+        (RoundPlan: every round is a fresh process)."""
         n, asked = self.rounds.rounds, self.settings
         return dataclasses.replace(asked, runs=self.rounds.runs_per_round(asked.runs),
                                    warmup=self.rounds.warmup_per_round(asked.warmup),
@@ -178,6 +179,9 @@ def run(job: SweepJob, plan: RunPlan) -> Dict[str, List[CaseResult]]:
 
     slots = job.rounds.slots(job.all_specs, job.sides)
     bar = _progress(slots, job.suite.name)
+    env = job.env
+    if plan.isolate:  # the workers refuse a warmup their --timeout cannot hold
+        env = {**(job.env or os.environ), BUDGET_ENV: f"{plan.timeout_s:g}"}
 
     def started(spec, index, total):
         bar.start(spec)
@@ -187,14 +191,24 @@ def run(job: SweepJob, plan: RunPlan) -> Dict[str, List[CaseResult]]:
             slots, job.suite.executor, job.options(),
             isolate=plan.isolate, timeout_s=plan.timeout_s, checkpoint=job.checkpoint, resume=plan.resume,
             memory_limit_bytes=plan.memory_limit_bytes,
-            env=job.env, pythons=job.pythons or None, on_start=started, on_result=bar.finish)
+            env=env, pythons=job.pythons or None, on_start=started, on_result=bar.finish)
     finally:
         bar.close()
+    refuse_over_budget(result for _slot, result in done)
     combined = {side: combine_results(done, job.specs, job.suite.combine_rounds, side) for side in job.sides}
     if job.reference:  # the reference's metrics are benchcore's own: combined by the core's rules
         for side in job.sides:
             combined[side] += combine_results(done, job.reference_specs, combine_metrics, side)
     return combined
+
+
+def refuse_over_budget(results) -> None:
+    """A case whose worker refused its warmup (benchcore.measure.runner.WarmupOverBudget) means the flags
+    are wrong: one line and exit status 2, the measured cases kept in the checkpoint."""
+    prefix = f"{WarmupOverBudget.__name__}: "
+    for result in results:
+        if not result.ok and (result.error or "").startswith(prefix):
+            raise UsageError(f"{result.spec.name}: {result.error[len(prefix):]}")
 
 
 def _progress(slots, prog: str):

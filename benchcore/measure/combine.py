@@ -18,6 +18,9 @@ Rules = Dict[str, Callable[[list], Any]]
 #: What every suite's metrics share: the timed runs' total adds up, and a case is capped when
 #: any round ran out of --max-time.
 COMMON_RULES: Rules = {"timed_total_ms": sum, "capped": any}
+#: Keys of a metrics dict whose per-round value is a list of one record per round (the runner's
+#: `steady` record): combined rounds concatenate them, one entry per round in the rounds' order.
+PER_ROUND_RECORDS = ("steady",)
 
 
 def combine_metrics(per_round: List[dict], rules: Optional[Rules] = None,
@@ -26,6 +29,7 @@ def combine_metrics(per_round: List[dict], rules: Optional[Rules] = None,
 
     - a Measurement dict (it has `samples_ms`) becomes one Measurement over all rounds, its
       samples keeping their round boundaries;
+    - a per-round record list (PER_ROUND_RECORDS) is concatenated: one entry per round;
     - a list under a key in `sample_lists` (e.g. a profiler's `per_call_ms`) is concatenated,
       with a sibling `round_sizes`;
     - a number (or flag) whose key has a rule (COMMON_RULES plus `rules`) gets the rule's value
@@ -64,7 +68,9 @@ def _combine_dict(dicts: List[dict], rules: Rules, sample_lists, path: str, diff
     for key in keys:
         values = [d.get(key) for d in dicts]
         where = f"{path}.{key}" if path else key
-        if key in sample_lists and all(isinstance(v, list) for v in values):
+        if key in PER_ROUND_RECORDS and all(isinstance(v, list) for v in values):
+            out[key] = [x for v in values for x in v]
+        elif key in sample_lists and all(isinstance(v, list) for v in values):
             out[key] = [x for v in values for x in v]
             out["round_sizes"] = [len(v) for v in values]
         elif key in rules and all(isinstance(v, (int, float)) for v in values):  # not a reason string

@@ -230,6 +230,11 @@ class Measurement:
         rounds = self.rounds_dict()
         if rounds is not None:
             data["rounds"] = rounds
+        from benchcore.measure.modes import of as modes_of  # modes reads Measurements: imported here, not above
+
+        modes = modes_of(self)
+        if modes is not None:
+            data["modes"] = modes.to_dict()
         return data
 
     @classmethod

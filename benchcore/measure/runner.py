@@ -8,10 +8,16 @@ instead the timers disable the collector inside the timed regions only.
 Adaptive mode (target_precision set) keeps sampling until IQR/median of every timed quantity
 is under the target, after at least min_runs samples and min_time_s seconds, or until
 max_time_s runs out, in which case the outcome is flagged `capped`.
+
+After the timed runs, benchcore.steady judges whether the first samples stand apart from the
+rest (a cold start the fixed warmup did not cover): those iterations are reclassified as
+warmup and as many more are timed in their place, up to max_extra_warmup; the outcome records
+the warmup calls run and whether steady state was reached (`steady`).
 """
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import asdict, dataclass
 from typing import Callable, List, Optional, Tuple
@@ -19,6 +25,19 @@ from typing import Callable, List, Optional, Tuple
 from benchcore.errors import UsageError
 from benchcore.measure.case import Workload
 from benchcore.measure.measurement import Measurement, within_step
+from benchcore.measure.steady import Steadiness, judge_phases, round_record
+
+#: The environment variable through which a sweep tells its isolated workers each case's time
+#: budget in seconds (--timeout). Not a run setting: a resumed sweep may raise its timeout.
+BUDGET_ENV = "BENCHCORE_CASE_BUDGET_S"
+#: warmup calls timed before the whole warmup's cost is projected (the cheaper of them is the
+#: estimate: a first call's compilation must not make a sane --warmup look too long)
+BUDGET_PROBE_CALLS = 2
+
+
+class WarmupOverBudget(UsageError):
+    """The warmup asked for cannot finish within a case's time budget: the flags are wrong, not
+    the case (the sweep turns this into one line and exit status 2)."""
 
 
 @dataclass
@@ -31,6 +50,8 @@ class RunSettings:
     min_runs: int = 5
     min_time_s: float = 0.0
     max_time_s: float = 10.0
+    #: the most timed iterations benchcore.steady may turn into warmup; None: as many as the runs
+    max_extra_warmup: Optional[int] = None
 
     def __post_init__(self):
         if self.warmup < 0:
@@ -43,6 +64,10 @@ class RunSettings:
     @property
     def adaptive(self) -> bool:
         return self.target_precision is not None
+
+    @property
+    def extra_warmup_limit(self) -> int:
+        return self.runs if self.max_extra_warmup is None else self.max_extra_warmup
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -61,6 +86,9 @@ class RunOutcome:
     #: time inside timed calls, warmup included (ms): the denominator of overhead figures
     timed_total_ms: float
     warmup: int
+    #: timed iterations turned into warmup because they had not reached steady state
+    extra_warmup: int = 0
+    steadiness: Steadiness = Steadiness(0)
 
     def to_dict(self) -> dict:
         return {
@@ -69,6 +97,7 @@ class RunOutcome:
             "capped": self.capped,
             "timed_total_ms": self.timed_total_ms,
             "warmup": self.warmup,
+            "steady": [round_record(self.warmup, self.extra_warmup, self.steadiness)],
         }
 
 
@@ -109,9 +138,13 @@ def run_workload(
     """
     with_backward = settings.run_backward and workload.has_backward
     timed_total = 0.0
+    warm_calls: List[float] = []
     for _ in range(settings.warmup):
         f, b = _iteration(workload, timer, with_backward)
-        timed_total += f + (b or 0.0)
+        warm_calls.append(f + (b or 0.0))
+        timed_total += warm_calls[-1]
+        if len(warm_calls) == BUDGET_PROBE_CALLS:
+            check_warmup_budget(settings.warmup, min(warm_calls))
 
     forward: List[float] = []
     backward: List[float] = []
@@ -138,10 +171,59 @@ def run_workload(
         if elapsed >= settings.max_time_s:
             capped = True
             break
+    extra, state, settling_ms = _settle(workload, timer, with_backward, forward, backward, settings.extra_warmup_limit,
+                                        reported)
+    timed_total += settling_ms
     return RunOutcome(
         forward=Measurement(forward),
         backward=Measurement(backward) if backward else None,
         capped=capped,
         timed_total_ms=timed_total,
         warmup=settings.warmup,
+        extra_warmup=extra,
+        steadiness=state,
     )
+
+
+def check_warmup_budget(warmup: int, call_ms: float, budget_s: Optional[float] = None) -> None:
+    """Refuse a warmup whose projected time (warmup × the cheapest call so far) exceeds the case's
+    time budget (`budget_s`, else the one the sweep set in BUDGET_ENV; none: no limit)."""
+    if budget_s is None:
+        budget_s = float(os.environ[BUDGET_ENV]) if os.environ.get(BUDGET_ENV) else None
+    if budget_s is None or warmup * call_ms / 1e3 <= budget_s:
+        return
+    fits = max(1, int(budget_s * 1e3 / call_ms / 2))
+    raise WarmupOverBudget(f"--warmup {warmup} needs at least {warmup * call_ms / 1e3:.0f} s per case at "
+                           f"{call_ms:.3g} ms per call, more than the {budget_s:g} s a case may take (--timeout); "
+                           f"lower --warmup (e.g. {fits}) or raise --timeout")
+
+
+def _settle(workload: Workload, timer, with_backward: bool, forward: List[float], backward: List[float],
+            limit: int, reported=None) -> Tuple[int, Steadiness, float]:
+    """Turn a cold head of the timed iterations into warmup, timing as many more in its place,
+    until the series is steady or `limit` iterations were turned (benchcore.steady); the lists
+    are edited in place. (number turned into warmup, the final series' steadiness, the time the
+    extra iterations took in ms)
+
+    With `reported` (the samples the suite reports, e.g. the profiler's per-call times), those
+    are judged, less the iterations already turned (the suite drops them: RunOutcome.extra_warmup):
+    a call's wall time around a profiler dump can hide the cold start of the operator inside."""
+    extra, spent = 0, 0.0
+
+    def judged() -> Steadiness:
+        phases = [list(p)[extra:] for p in reported()] if reported else []
+        return judge_phases([r or t for r, t in zip(phases, (forward, backward))] if phases else [forward, backward])
+
+    state = judged()
+    while state.cold and extra + state.cold <= limit:
+        cold = state.cold
+        del forward[:cold], backward[:cold]
+        extra += cold
+        for _ in range(cold):
+            f, b = _iteration(workload, timer, with_backward)
+            spent += f + (b or 0.0)
+            forward.append(f)
+            if b is not None:
+                backward.append(b)
+        state = judged()
+    return extra, state, spent

@@ -700,7 +700,7 @@ def record(metric, **fields):
     defaults = dict(metric=metric, base_ms=None, new_ms=None, ratio=None, verdict="noisy", basis="rounds", q_value=None,
                     statistic="median of round medians", p_value=None, test_method=None, n_base=None, n_new=None,
                     rounds_base=None, rounds_new=None, ratio_low=None, ratio_high=None, ratio_vs_machine=None,
-                    detectable_ratio=None,
+                    detectable_ratio=None, bimodal=None,
                     reason="")
     return {**defaults, **fields}
 

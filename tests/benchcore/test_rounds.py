@@ -29,10 +29,9 @@ def test_runs_are_split_over_the_rounds(runs, rounds, per_round):
     assert RoundPlan(rounds).runs_per_round(runs) == per_round
 
 
-@pytest.mark.parametrize("warmup,rounds,per_round", [(25, 3, 9), (25, 5, 5), (25, 20, 2), (3, 5, 2), (1, 3, 1),
-                                                    (0, 3, 0), (10, 1, 10)])
-def test_warmup_is_split_but_every_fresh_process_gets_a_floor(warmup, rounds, per_round):
-    assert RoundPlan(rounds).warmup_per_round(warmup) == per_round
+@pytest.mark.parametrize("warmup,rounds", [(25, 3), (3, 5), (1, 3), (0, 3), (10, 1)])
+def test_warmup_is_not_split_every_fresh_process_warms_up_in_full(warmup, rounds):
+    assert RoundPlan(rounds).warmup_per_round(warmup) == warmup
 
 
 def test_zero_rounds_are_refused():

@@ -21,6 +21,12 @@ def test_broadcast_add_forward_and_backward(engine):
     forward, backward = Measurement.from_dict(m["forward"]), Measurement.from_dict(m["backward"])
     assert forward.n == 4 and backward.n == 4
     assert m["timed_total_ms"] >= sum(forward.samples_ms) + sum(backward.samples_ms)
+    # the warmup counts whether it ran before the profiler (native) or in the runner (python);
+    # the calls the runner turned into warmup are not among the profiler's per-call times
+    (steady,) = m["steady"]
+    assert steady["warmup_calls"] == 1 + steady["extra_warmup"]
+    if engine == "native":
+        assert len(m["profiler"]["forward"]["per_call_ms"]) == len(m["profiler"]["backward"]["per_call_ms"]) == 4
     assert m["inputs"] == {"lhs": "(32, 16)", "rhs": "(32, 1)"}
     assert m["input_bytes"] == (32 * 16 + 32) * 4
     # the worker's memory around the case: inherited, highest while it ran, left behind

@@ -15,7 +15,8 @@ def test_markdown_groups_by_the_selected_category_with_readable_inputs(tmp_path,
     assert report.extra["reported_category"] == {"ceil": "unary"}
     md = to_markdown(report)
     sections = [line for line in md.splitlines() if line.startswith("## ")]
-    assert sections[:2] == [f"## unary ({len(report.results)})", "## Settings"]  # ceil is filed where the user asked
+    assert sections[:3] == ["## How far to trust these figures", f"## unary ({len(report.results)})",
+                            "## Settings"]  # ceil is filed where the user asked
     assert "| Setting" in md and "| rounds.runs_per_round" in md and "| 2 " in md
     header = next(line for line in md.splitlines() if line.startswith("| Operator"))
     assert "Noise" in header and "Fwd Round Spread" in header and "Bwd Round Spread" in header

@@ -15,12 +15,12 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_rounds_reach_the_report_and_its_markdown(tmp_path):
-    proc = subprocess.run([sys.executable, "-m", "opbench", "--ops", "round", "--tiny", "-w", "2", "-r", "6",
+    proc = subprocess.run([sys.executable, "-m", "opbench", "--ops", "round", "--tiny", "-w", "3", "-r", "6",
                            "--rounds", "2", "--seed", "5", "-f", "json,md", "-o", "r.json"],
                           cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     report = Report.load(tmp_path / "r.json")
-    assert report.settings["rounds"] == {"rounds": 2, "order_seed": 5, "runs_per_round": 3, "warmup_per_round": 2}
+    assert report.settings["rounds"] == {"rounds": 2, "order_seed": 5, "runs_per_round": 3, "warmup_per_round": 3}
     for result in report.results:
         assert [r["round"] for r in result.rounds] == [1, 2] and all(r["status"] == "ok" for r in result.rounds)
         assert round_sizes_of(result.metrics["profiler"]["forward"]) == [3, 3]
@@ -29,6 +29,6 @@ def test_rounds_reach_the_report_and_its_markdown(tmp_path):
     assert reference["status"] == "ok" and reference["compute"]["rounds"]["count"] == 2
     md = (tmp_path / "r.md").read_text()
     assert md == to_markdown(report) + "\n"
-    assert "2 rounds, each in fresh worker processes and a shuffled case order (seed 5), 3 runs and 2 warmup each" in md
+    assert "2 rounds, each in fresh worker processes and a shuffled case order (seed 5), 3 runs and 3 warmup each" in md
     rows = [line for line in md.splitlines() if line.startswith("| round ")]
     assert "Fwd Round Spread" in md and rows and all(line.rstrip(" |").endswith("%") for line in rows)

@@ -44,7 +44,7 @@ from __future__ import annotations
 
 import os
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Dict, List, Optional
 
 from benchcore.errors import SkipCase, UsageError, error_summary
@@ -213,13 +213,14 @@ def run_native(workload: Workload, settings: RunSettings, op: str, ctx) -> dict:
     try:
         baseline = profiler.baseline_bytes(ctx, _sync)
         outcome = run_workload(marked, measured, timer, reported=timer.reported, resolution_ms=RESOLUTION_MS)
+        for phase in timer.phases.values():  # the calls the runner turned into warmup
+            phase.drop_first(outcome.extra_warmup)
         _sync()  # the runs' last arrays are freed by now: let the counter see it
         timer.other_dumps.append(profiler.dump())
     finally:
         profiler.stop()
 
-    metrics = outcome.to_dict()
-    metrics["warmup"] = settings.warmup
+    metrics = replace(outcome, warmup=settings.warmup).to_dict()  # the warmup ran before the profiler
     metrics["timed_total_ms"] = outcome.timed_total_ms + warm_total
     missing: Dict[str, str] = {}
     forward, reason = summarize_phase(timer.phases["forward"], op)

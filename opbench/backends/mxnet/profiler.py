@@ -379,6 +379,10 @@ class PhaseStats:
         self._totals_ms += [window_total_ms(d) for d in self.dumps[len(self._totals_ms):]]
         return self._totals_ms
 
+    def drop_first(self, calls: int) -> None:
+        """Forget the first `calls` calls: the runner turned them into warmup (benchcore.steady)."""
+        del self.dumps[:calls], self._totals_ms[:calls]
+
     def entries(self) -> Dict[str, OpStats]:
         merged: Dict[str, OpStats] = {}
         for dump in self.dumps:

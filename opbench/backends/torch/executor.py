@@ -31,6 +31,7 @@ rnnbench's).
 from __future__ import annotations
 
 import functools
+from dataclasses import replace
 from typing import Any, Dict, List, Optional
 
 from benchcore.errors import SkipCase, UsageError
@@ -163,9 +164,10 @@ def run_native(workload: Workload, settings: RunSettings, device: str, aten_name
     measured = RunSettings(**{**settings.to_dict(), "warmup": 0})
     with profile(activities=activities) as prof:
         outcome = run_workload(marked, measured, timer, resolution_ms=RESOLUTION_MS)
+    turned = outcome.extra_warmup * (2 if outcome.backward is not None else 1)  # calls the runner made warmup
+    timer.phases[:turned] = ["warmup"] * turned
     phases = phase_summaries(prof.events(), timer.phases, device.startswith("cuda"), aten_name)
-    metrics = outcome.to_dict()
-    metrics["warmup"] = settings.warmup
+    metrics = replace(outcome, warmup=settings.warmup).to_dict()  # the warmup ran before the profiler
     metrics["timed_total_ms"] = outcome.timed_total_ms + warm_total
     missing = {f"profiler.{phase}": "phase not run" for phase in ("forward", "backward") if phases.get(phase) is None}
     metrics["profiler"] = {"engine": "torch-profiler", "device": device, "forward": phases.get("forward"),

@@ -1,0 +1,144 @@
+"""Modes: a timed quantity with two speeds is bimodal, not noisy.
+
+Why: some cases run at one of two speeds, set per process or flipping inside one:
+`broadcast_add` on (10000, 1) took 4–6 µs in some fresh processes and 8–14 µs in others, and a
+LeakyReLU round alternated 0.45 and 2–4 ms calls (docs/STEADY_STATE.md says why). Read as noise
+such a case shows a round spread of hundreds of percent, and a comparison of three rounds a side
+calls it "slower" whenever one side happens to draw the slow speed. So a Measurement is checked
+for two clusters — of its round medians (across processes) or of one round's samples (within a
+round) — and a comparison of a bimodal quantity calls a change only when it lies beyond both
+speeds.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import List, Optional, Protocol, Sequence, Tuple
+
+import numpy as np
+
+
+class Measurement(Protocol):
+    """What modes reads of a benchcore.measure.measurement.Measurement (named here, not imported:
+    the Measurement writes its modes, so importing it back would close a circle)."""
+
+    rounds: Sequence[Sequence[float]]
+    round_medians: Sequence[float]
+    round_count: int
+
+#: two clusters whose nearest members are at least this ratio apart are two speeds
+MODE_RATIO = 1.5
+#: rounds needed to see two speeds across processes (two rounds are only a spread)
+MIN_ROUNDS = 3
+#: samples a round needs before its own two clusters are believed, and the share of them the
+#: smaller cluster must hold (a few slow calls are outliers, not a second speed)
+MIN_ROUND_SAMPLES = 10
+MIN_CLUSTER_SHARE = 0.2
+ACROSS, WITHIN = "across processes", "within a round"
+
+
+@dataclass(frozen=True)
+class Modes:
+    """The two speeds of a bimodal quantity."""
+
+    #: ACROSS (rounds sit at two levels) or WITHIN (one round's samples form two clusters)
+    kind: str
+    fast_ms: float
+    slow_ms: float
+    #: the rounds (1-based) at the slow speed (ACROSS), or holding two clusters (WITHIN)
+    rounds: Tuple[int, ...]
+
+    def describe(self) -> str:
+        which = "slow" if self.kind == ACROSS else "with both speeds"
+        return (f"bimodal {self.kind}: {_ms(self.fast_ms)} and {_ms(self.slow_ms)} "
+                f"(round{'s' if len(self.rounds) > 1 else ''} {', '.join(map(str, self.rounds))} {which})")
+
+    def to_dict(self) -> dict:
+        return {"kind": self.kind, "fast_ms": self.fast_ms, "slow_ms": self.slow_ms, "rounds": list(self.rounds),
+                "text": self.describe()}
+
+
+def _ms(value: float) -> str:
+    return f"{value * 1e3:.3g} µs" if value < 1 else f"{value:.3g} ms"
+
+
+def split(values: Sequence[float], smallest: int = 1) -> Optional[int]:
+    """Where sorted `values` break into two clusters: the index of the first value of the upper
+    cluster at the widest ratio gap between neighbours, if that gap reaches MODE_RATIO and both
+    clusters hold at least `smallest` values; else None."""
+    ordered = sorted(values)
+    best, at = 1.0, None
+    for i in range(max(1, smallest), len(ordered) - smallest + 1):
+        low = ordered[i - 1]
+        ratio = ordered[i] / low if low > 0 else 1.0
+        if ratio > best:
+            best, at = ratio, i
+    return at if at is not None and best >= MODE_RATIO else None
+
+
+def across_rounds(m: "Measurement") -> Optional[Modes]:
+    """Two levels of round medians whose rounds do not overlap: the fast rounds' samples'
+    upper quartile below the slow rounds' lower quartile (rounds as wide as the gap are noise)."""
+    medians = m.round_medians
+    if m.round_count < MIN_ROUNDS:
+        return None
+    at = split(medians)
+    if at is None:
+        return None
+    ordered = sorted(medians)
+    slow = tuple(i + 1 for i, v in enumerate(medians) if v >= ordered[at])
+    fast_samples = [s for i, r in enumerate(m.rounds, 1) if i not in slow for s in r]
+    slow_samples = [s for i, r in enumerate(m.rounds, 1) if i in slow for s in r]
+    if np.percentile(fast_samples, 75) >= np.percentile(slow_samples, 25):
+        return None
+    return Modes(ACROSS, float(np.median(ordered[:at])), float(np.median(ordered[at:])), slow)
+
+
+def within_rounds(m: "Measurement") -> Optional[Modes]:
+    """Rounds whose samples form two clusters (the levels: the clusters' medians, pooled)."""
+    fast: List[float] = []
+    slow: List[float] = []
+    found = []
+    for number, samples in enumerate(m.rounds, 1):
+        if len(samples) < MIN_ROUND_SAMPLES:
+            continue
+        at = split(samples, max(2, int(np.ceil(MIN_CLUSTER_SHARE * len(samples)))))
+        if at is not None:
+            ordered = sorted(samples)
+            fast += ordered[:at]
+            slow += ordered[at:]
+            found.append(number)
+    if not found:
+        return None
+    return Modes(WITHIN, float(np.median(fast)), float(np.median(slow)), tuple(found))
+
+
+def of(m: Optional["Measurement"]) -> Optional[Modes]:
+    """The quantity's two speeds, or None when it has one."""
+    if m is None:
+        return None
+    return across_rounds(m) or within_rounds(m)
+
+
+def _range(m: "Measurement", modes: Optional[Modes]) -> Tuple[float, float]:
+    if modes is not None:
+        return modes.fast_ms, modes.slow_ms
+    return min(m.round_medians), max(m.round_medians)
+
+
+def beyond_both_speeds(base: "Measurement", new: "Measurement", threshold: float) -> int:
+    """1 when every speed of `new` is slower than every speed of `base` by more than the
+    threshold, -1 when faster, 0 when the sides' speeds overlap."""
+    b_lo, b_hi = _range(base, of(base))
+    n_lo, n_hi = _range(new, of(new))
+    if n_lo > b_hi * (1 + threshold):
+        return 1
+    if n_hi * (1 + threshold) < b_lo:
+        return -1
+    return 0
+
+
+def pair_text(base: "Measurement", new: "Measurement") -> Optional[str]:
+    """What a comparison says about a quantity bimodal on either side; None when neither is."""
+    parts = [f"{label} {found.describe()}" for label, found in (("base", of(base)), ("new", of(new))) if found]
+    return "; ".join(parts) if parts else None

@@ -1,0 +1,83 @@
+"""Trust: how far a report's figures can be trusted, said before the figures themselves.
+
+Why: a table of medians reads as facts. Whether they are depends on things the table does not
+show: whether the frameworks competed with the rest of the machine for its cores, whether each
+process reached steady state before it was timed, how far fresh processes of one build disagree
+(the round spread), which quantities run at two speeds, and what the machine reported about
+itself at the start. Both suites' Markdown views open with this section, so the first thing a
+newcomer reads is how much of the table to believe (docs/STEADY_STATE.md).
+"""
+
+from __future__ import annotations
+
+from typing import List, Optional, Sequence
+
+import numpy as np
+
+from benchcore.measure import modes
+from benchcore.measure.measurement import Measurement
+
+#: the machine's warnings (benchcore.system) not worth repeating: rounds average over them
+QUIET = ("ASLR",)
+
+
+def section(measurements: Sequence[Measurement], case_metrics: Sequence[dict], settings: dict,
+            environment: dict) -> List[str]:
+    """Markdown lines: threads, warmup and steady state, round spread, two speeds, the machine."""
+    items = [_threads(settings, environment), _warmup(case_metrics, settings), _spread(measurements),
+             _machine(environment)]
+    return ["## How far to trust these figures", "", *[f"- {item}" for item in items if item], ""]
+
+
+def _threads(settings: dict, environment: dict) -> str:
+    threads = settings.get("threads")
+    if threads:
+        return (f"Threads: {threads} per framework (`--threads`), so the rest of the machine does not compete "
+                "with every call for every core.")
+    return ("Threads: not set; the frameworks use every core, and anything else running competes with every "
+            "call (pass `--threads N`, leaving a core to the system).")
+
+
+def _warmup(case_metrics: Sequence[dict], settings: dict) -> Optional[str]:
+    records = [r for m in case_metrics for r in (m.get("steady") or []) if isinstance(r, dict)]
+    if not records:
+        return None
+    rounds = (settings.get("rounds") or {})
+    warmup = rounds.get("warmup_per_round", settings.get("warmup"))
+    extra = sum(1 for r in records if r.get("extra_warmup"))
+    unsteady = sum(1 for r in records if r.get("reached") is False)
+    text = (f"Warmup: {warmup} call(s) in every worker process before its timed calls; {extra} of {len(records)} "
+            "case-rounds still started cold and had their first timed calls turned into extra warmup")
+    if unsteady:
+        return text + f"; {unsteady} did not reach steady state (listed under *Steady state and two speeds*)."
+    return text + "; every case-round reached steady state."
+
+
+def _spread(measurements: Sequence[Measurement]) -> Optional[str]:
+    with_rounds = [m for m in measurements if m.round_count > 1]
+    if not with_rounds:
+        return ("Rounds: one process per case; its samples say how steady that process was, not how far another "
+                "process of the same build would differ (time with `--rounds`).")
+    bimodal = [m for m in with_rounds if modes.of(m) is not None]
+    spreads = [m.round_spread for m in with_rounds if m not in bimodal and m.round_spread is not None]
+    text = f"Rounds: {with_rounds[0].round_count} fresh processes per case"
+    if spreads:
+        p50, p90 = np.percentile(spreads, [50, 90])
+        text += (f"; the round medians of a quantity lie {p50 * 100:.0f}% apart (median; 90th percentile "
+                 f"{p90 * 100:.0f}%): differences between two reports smaller than that are what fresh processes "
+                 "of one build show, and `compare` judges them so")
+    if bimodal:
+        text += (f"; {len(bimodal)} quantit{'y runs' if len(bimodal) == 1 else 'ies run'} at two speeds (*bimodal*, "
+                 "listed below): read both speeds, not the median")
+    return text + "."
+
+
+def _machine(environment: dict) -> Optional[str]:
+    start = ((environment or {}).get("system") or {}).get("start") or {}
+    advice = [a for a in start.get("advice") or [] if a.get("check") not in QUIET]
+    if not start:
+        return None
+    if not advice:
+        return "Machine: no warning about its state at the start (busy processes, load, speed swings, governor)."
+    return ("Machine: not quiet at the start — " + "; ".join(f"{a.get('check')}: {a.get('found')}" for a in advice)
+            + ". The figures carry that noise.")

@@ -1,0 +1,56 @@
+"""The views' opening section on how far to trust the figures, and their section on steady
+state and two speeds (rnnbench's Markdown, from a synthetic report)."""
+
+from benchcore.measure.case import CaseSpec
+from benchcore.measure.measurement import Measurement
+from benchcore.report.model import CaseResult, Report
+from benchcore.views.trust import section
+from rnnbench.bench import markdown_report
+
+
+def rounds(levels, n=12):
+    return Measurement.from_rounds([[level * (1 + 0.001 * i) for i in range(n)] for level in levels])
+
+
+def steady(*extra, reached=True):
+    return [{"warmup_calls": 5 + e, "extra_warmup": e, "reached": reached, "reason": None if reached else "why"}
+            for e in extra]
+
+
+ADVICE = {"system": {"start": {"advice": [{"check": "load average", "found": "8.2 over the last minute"},
+                                          {"check": "ASLR", "found": "on"}]}}}
+
+
+def test_the_section_says_threads_warmup_spread_two_speeds_and_the_machine():
+    lines = section([rounds([1.0, 1.1, 1.05]), rounds([0.005, 0.012, 0.005])],
+                    [{"steady": steady(0, 2, 0)}], {"threads": 1, "rounds": {"warmup_per_round": 5}}, ADVICE)
+    text = "\n".join(lines)
+    assert lines[0] == "## How far to trust these figures"
+    assert "Threads: 1 per framework (`--threads`)" in text
+    assert "Warmup: 5 call(s) in every worker process before its timed calls; 1 of 3 case-rounds" in text
+    assert "every case-round reached steady state" in text
+    assert "Rounds: 3 fresh processes per case; the round medians of a quantity lie 10% apart" in text
+    assert "1 quantity runs at two speeds" in text
+    assert "Machine: not quiet at the start — load average: 8.2 over the last minute." in text
+    assert "ASLR" not in text
+
+
+def test_without_threads_or_rounds_the_section_says_what_is_missing():
+    text = "\n".join(section([Measurement([1.0, 1.1])], [{}], {}, {"system": {"start": {"advice": []}}}))
+    assert "Threads: not set" in text and "pass `--threads N`" in text
+    assert "Rounds: one process per case" in text and "Machine: no warning" in text
+
+
+def test_rnnbench_markdown_opens_with_trust_and_shows_two_speeds_as_bimodal():
+    metrics = {"forward": rounds([0.005, 0.012, 0.005]).to_dict(), "backward": rounds([2.0, 2.1, 2.05]).to_dict(),
+               "steady": steady(0, 0, 0, reached=True)[:2] + [{"warmup_calls": 5, "extra_warmup": 0,
+                                                               "reached": False, "reason": "why"}]}
+    result = CaseResult(CaseSpec("rnnbench", "jit", {}), "ok", metrics)
+    report = Report(suite="rnnbench", environment=ADVICE, results=[result],
+                    settings={"threads": 1, "rounds": {"rounds": 3, "warmup_per_round": 5}})
+    md = markdown_report(report)
+    assert md.index("## How far to trust these figures") < md.index("| Runner")
+    (row,) = [line for line in md.splitlines() if line.startswith("| jit")]
+    assert "| bimodal" in row
+    assert "- `jit`: not steady in round(s) 3: why" in md
+    assert "- `jit` forward: bimodal across processes: 5.03 µs and 12.1 µs (round 2 slow)" in md
