@@ -4,8 +4,8 @@ A benchmark that feeds an operator values that drive it into NaN, infinity or su
 arithmetic times a slow path nobody runs in practice: an x86 core takes a microcode assist
 for every float32/float64 operation with a subnormal operand or result (unless FTZ/DAZ are
 set), and NaN/Inf inputs are a sign that the inputs were out of the operator's domain. So
-every timed case is audited once, untimed, after its timed runs: its inputs, outputs and
-input gradients are counted here. The suites (opbench's MXNet and PyTorch backends, rnnbench)
+every timed case is audited once, untimed, after its timed runs (in one of its rounds, see
+RoundAudits): its inputs, outputs and input gradients are counted here. The suites (opbench's MXNet and PyTorch backends, rnnbench)
 hand numpy arrays in and get plain dicts out; nothing here knows a framework.
 
 What counts, per tensor, judged by the tensor's own dtype (an index tensor kept in float32 in
@@ -155,8 +155,56 @@ def _groups(block: dict) -> List[str]:
 # --------------------------------------------------------------------------- rounds and sweeps
 
 
+#: settings `audit_rounds`: "first" audits each case in one round (see RoundAudits), "every"
+#: in each of its rounds (adaptive sampling, where rounds run different numbers of calls)
+AUDIT_ROUNDS = ("first", "every")
+#: the worker option that tells a slot its case was audited already, in the round it names
+AUDITED_IN = "audited_in_round"
+
+
+def audit_rounds(adaptive: bool) -> str:
+    """The settings' `audit_rounds` for a sweep: "first" where every round runs the same seeded
+    inputs the same number of times (their counts cannot differ), "every" under adaptive
+    sampling (an in-place operator's inputs then depend on how many calls the round ran)."""
+    return "every" if adaptive else "first"
+
+
+class RoundAudits:
+    """Which of a sweep's slots audit their case (benchcore.isolation.run_slots asks per slot).
+
+    With `audit_rounds` "first", a case is audited in the first of its slots that comes back ok
+    with an audit block, per A/B side (the sides run other builds); every later slot of it is
+    told so (AUDITED_IN) and skips the pass. A round that crashed, or whose audit pass failed,
+    leaves the audit to the next round. Results read back from a checkpoint count as run."""
+
+    def __init__(self, options: Mapping[str, object]):
+        self.once = options.get("audit") is not False and options.get("audit_rounds") == "first"
+        self.audited: Dict[tuple, int] = {}
+
+    def options_for(self, slot, options: dict) -> dict:
+        found = self.audited.get((slot.side, slot.spec.key)) if self.once else None
+        return options if found is None else {**options, AUDITED_IN: found}
+
+    def record(self, slot, result) -> None:
+        if self.once and result.ok and (result.metrics or {}).get("audit"):
+            self.audited.setdefault((slot.side, slot.spec.key), slot.round)
+
+
+def wanted(metrics: dict, options: Mapping[str, object]) -> bool:
+    """Whether an executor runs the audit pass for its case. Under --no-audit it does not, and
+    `metrics` say so (audit null, the reason under `missing`); when an earlier round audited the
+    case it does not either, and `metrics` carry no audit (the rounds' combiner takes that
+    round's block)."""
+    if options.get("audit") is False:
+        metrics["audit"] = None
+        metrics.setdefault("missing", {})["audit"] = "not asked for (--no-audit)"
+        return False
+    return options.get(AUDITED_IN) is None
+
+
 def combine(per_round: List[dict]) -> Optional[dict]:
-    """A case's audit over its rounds (each round audits in its own fresh process).
+    """A case's audit over the rounds that audited it (each in its own fresh process): one
+    round under `audit_rounds` "first", every round under "every".
 
     The rounds run the same seeded inputs the same number of times, so their counts agree and
     the first round's block stands, with `elapsed_ms` summed (the audit's whole cost) and
@@ -279,8 +327,10 @@ def markdown_intro(labelled: List[tuple]) -> str:
     counted = tally(block for _label, block in labelled)
     if not counted["audited"]:
         return "No case was audited (`--no-audit`, or no case ran)."
+    per_round = any((block or {}).get("rounds", 1) > 1 for _label, block in labelled)
+    when = "once per round" if per_round else "once per case (in one of its rounds: seeded inputs give every round the same counts)"
     text = (f"NaN, ±Inf and subnormal values counted in every tensor a case computes on or produces (inputs, "
-            f"outputs, gradients), once per round, untimed, after the timed runs (subnormal: nonzero and below the "
+            f"outputs, gradients), {when}, untimed, after the timed runs (subnormal: nonzero and below the "
             f"dtype's smallest normal; a float16 tensor is flagged above {FLOAT16_SUBNORMAL_TOLERANCE:.0%} "
             f"subnormal). {counted['audited']} case(s) audited, {counted['flagged']} flagged")
     if counted["flagged"]:
@@ -334,8 +384,10 @@ def flush_notable(states: Iterable[Optional[dict]]) -> bool:
 
 
 def worker_options(args) -> dict:
-    """What the two flags tell a sweep's workers (and its checkpoint and settings record)."""
-    return {"audit": not args.no_audit, "flush_denormal": args.flush_denormal}
+    """What the two flags tell a sweep's workers (and its checkpoint and settings record), with
+    the rounds the audit runs in (audit_rounds: adaptive sampling audits every round)."""
+    return {"audit": not args.no_audit, "audit_rounds": audit_rounds(getattr(args, "target_precision", None) is not None),
+            "flush_denormal": args.flush_denormal}
 
 
 def add_audit_arguments(parser) -> None:

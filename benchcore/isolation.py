@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
 from . import reference
+from .audit import RoundAudits
 from .case import CaseSpec
 from .errors import SkipCase, UsageError, error_summary
 from .memory import resident_bytes
@@ -447,7 +448,8 @@ def run_slots(
     given; all workers are replaced when the round changes, so each round is timed in fresh
     processes. With a checkpoint path, finished results are appended as they arrive; an existing
     checkpoint is refused unless resume is set (it holds an interrupted run's results), and with
-    resume its slots are taken from it instead of being run again.
+    resume its slots are taken from it instead of being run again. A case is audited in one of
+    its rounds where the options say so (benchcore.audit.RoundAudits).
     """
     slots = list(slots)
     options = options or {}
@@ -458,6 +460,7 @@ def run_slots(
     elif store:
         store.start(options)
     runners = _Runners(executor, isolate, env, memory_limit_bytes, pythons or {})
+    audits = RoundAudits(options)
     results: List[Tuple[Slot, CaseResult]] = []
     try:
         for index, slot in enumerate(slots):
@@ -465,9 +468,10 @@ def run_slots(
             if result is None:
                 if on_start:
                     on_start(slot.spec, index, len(slots))
-                result = _result(slot.spec, runners.run(slot, options, timeout_s))
+                result = _result(slot.spec, runners.run(slot, audits.options_for(slot, options), timeout_s))
                 if store:
                     store.append(result, slot)
+            audits.record(slot, result)
             results.append((slot, result))
             if on_result:
                 on_result(result)

@@ -115,3 +115,25 @@ def test_flush_denormal_and_no_audit_reach_the_worker_and_the_report(tmp_path):
     assert "audit:" not in proc.stderr
     markdown = (tmp_path / "r.md").read_text()
     assert "Not audited (`--no-audit`)." in markdown and "--flush-denormal given" in markdown
+
+
+def test_rounds_audit_each_case_once_with_the_counts_every_round_finds():
+    """audit_rounds "first": one round per case audits it (in fresh worker processes); its block
+    equals the one each round finds when every round audits (seeded inputs, in-place updates
+    included: sgd_update writes its weight)."""
+    from benchcore.isolation import run_slots
+    from benchcore.rounds import RoundPlan
+
+    found = cases.generate_cases(ops=["log", "sgd_update"], tiny=True)[0]
+    specs = [next(spec for spec in found if spec.name == name) for name in ("log", "sgd_update")]
+    slots = RoundPlan(rounds=2).slots(specs)
+    executor = "opbench.backends.mxnet.executor:execute"
+    once = run_slots(slots, executor, {**OPTIONS, "audit": True, "audit_rounds": "first"})
+    every = run_slots(slots, executor, {**OPTIONS, "audit": True, "audit_rounds": "every"}, isolate=False)
+    without_cost = lambda block: {k: v for k, v in block.items() if k != "elapsed_ms"}  # noqa: E731
+    for spec in specs:
+        audited = [result.metrics.get("audit") for slot, result in once if slot.spec.key == spec.key]
+        assert audited[0] is not None and audited[1:] == [None], spec.name  # round 2 ran no pass
+        assert all("audit" not in result.metrics.get("missing", {}) for _slot, result in once)
+        per_round = [without_cost(result.metrics["audit"]) for slot, result in every if slot.spec.key == spec.key]
+        assert per_round == [without_cost(audited[0])] * 2, spec.name

@@ -53,14 +53,15 @@ def test_audit_names_planted_values_in_states_and_gradients():
     assert block["flagged"] and block["defect"] and "input0" in block["inputs"]
 
 
-def test_bench_report_holds_the_audit_combined_over_rounds(tmp_path, capsys):
+def test_bench_report_holds_the_audit_of_one_round(tmp_path, capsys):
     out = tmp_path / "r.json"
     code = main(["bench", *TINY, "--nloops", "2", "--warmup", "0", "--device", "cpu", "--rnns", "cudnn",
                  "--no-isolation", "--rounds", "2", "-f", "json,md", "-o", str(out)])
     err = capsys.readouterr().err
     assert code == 0, err
     [result] = Report.load(out).results
-    assert result.metrics["audit"]["rounds"] == 2 and "round_values" not in result.metrics
+    assert result.metrics["audit"]["rounds"] == 1 and "round_values" not in result.metrics  # audited in one round
+    assert Report.load(out).settings["audit_rounds"] == "first"
     assert "rnnbench: audit: all 1 audited case(s) computed on normal numbers" in err
     assert "## Non-normal values" in out.with_suffix(".md").read_text()
 

@@ -28,8 +28,8 @@ GPU-only and reports the whole device, other processes included.)
 
 Every metric this module cannot measure is null, with the reason in `missing`.
 
-Audit (benchcore.audit; options["audit"], on unless False): once per case, untimed, after the
-timed runs: the inputs as the runs left them (in-place updates included), the outputs of one
+Audit (benchcore.audit; options["audit"], on unless False): once per case (in one of its rounds,
+benchcore.audit.RoundAudits), untimed, after the timed runs: the inputs as the runs left them (in-place updates included), the outputs of one
 more forward (under autograd when backward is timed, as the timed ones) and the input
 gradients of the last timed backward, with the case's head gradients (ones). metrics["audit"]
 holds the counts per tensor, the flag, the rule's `expected` reason and `elapsed_ms`.
@@ -359,9 +359,7 @@ def execute(spec: CaseSpec, options: dict) -> dict:
 def _add_audit(metrics: dict, options: dict, materialized, workload: Workload, expected: Optional[str]) -> None:
     """metrics["audit"], or null with the reason: --no-audit, or the audit itself failed (the
     timed figures are kept either way)."""
-    if options.get("audit") is False:
-        metrics["audit"] = None
-        metrics["missing"]["audit"] = "not asked for (--no-audit)"
+    if not audit.wanted(metrics, options):
         return
     try:
         metrics["audit"] = audit_case(materialized, workload, expected)
