@@ -44,8 +44,12 @@ _LAYOUT = {
 #: fraction of a float16 tensor's values that may be subnormal before it is flagged (see above)
 FLOAT16_SUBNORMAL_TOLERANCE = 0.01
 KINDS = ("nan", "posinf", "neginf", "subnormal")
-#: values counted at a time (4 MB of float32)
-CHUNK_VALUES = 1 << 20
+#: values counted at a time: 256 KB of float32, so a chunk's few passes stay in the core's L2
+#: cache and each tensor is read from memory once (a chunk of 4 MB made each pass a trip to memory)
+CHUNK_VALUES = 1 << 16
+#: values a suite copies to the host at a time from a tensor it cannot lend as a numpy view (a
+#: GPU tensor): 4 MB of float32, so the largest outputs are never copied whole
+TRANSFER_VALUES = 1 << 20
 
 
 def count(array) -> dict:
@@ -54,16 +58,17 @@ def count(array) -> dict:
 
     Works on the bits (an unsigned view), never on float arithmetic, so the counts do not
     depend on the thread's FTZ/DAZ state (with DAZ set, `abs(x) < tiny` would see a
-    subnormal as zero) and float16 needs no slow software arithmetic.
+    subnormal as zero) and float16 needs no slow software arithmetic. A suite hands in a numpy
+    view of the framework's own buffer where it can (no copy).
     """
     import numpy as np
 
     values = np.asarray(array)
     dtype = values.dtype.name
-    found = {"dtype": dtype, "values": int(values.size), **{kind: 0 for kind in KINDS}, "fraction": 0.0,
-             "flagged": False}
+    found = {"dtype": dtype, "values": int(values.size), "nan": 0, "posinf": 0, "neginf": 0, "subnormal": 0,
+             "fraction": 0.0, "flagged": False}
     if dtype in _LAYOUT and values.size:
-        found.update(_float_counts(np.ascontiguousarray(values).reshape(-1), *_LAYOUT[dtype]))
+        found.update(_float_counts(np.ascontiguousarray(values).reshape(-1), dtype))
     elif values.dtype.kind not in "biu":
         found["unaudited"] = f"dtype {dtype} is not float16, float32, float64 or an integer type"
     return _finish(found)
@@ -79,33 +84,43 @@ def count_many(arrays: Iterable) -> dict:
                         **{kind: sum(p[kind] for p in parts) for kind in KINDS}))
 
 
-def _float_counts(flat, unsigned: str, exponent_mask: int, smallest_normal: int) -> dict:
-    """NaN, ±Inf and subnormal counts of a flat float array, CHUNK_VALUES at a time (so the
-    temporaries stay a few MB for a tensor of hundreds of MB)."""
-    counts = {"nan": 0, "posinf": 0, "neginf": 0, "subnormal": 0}
-    for start in range(0, flat.size, CHUNK_VALUES):
-        part = _chunk_counts(flat[start:start + CHUNK_VALUES], unsigned, exponent_mask, smallest_normal)
-        for kind, found in part.items():
-            counts[kind] += found
-    return counts
+def _float_counts(flat, dtype: str) -> dict:
+    """NaN, ±Inf and subnormal counts of a flat float array, CHUNK_VALUES at a time.
 
-
-def _chunk_counts(flat, unsigned: str, exponent_mask: int, smallest_normal: int) -> dict:
+    Per chunk, in one scratch buffer: the magnitude bits (sign cleared); their maximum, which
+    only NaN and infinities reach (then they are counted: rare); the magnitude minus one, which
+    wraps zero round to the top, so its minimum is below the smallest normal's only when a
+    subnormal is there (then they are counted: rare). A chunk of normal values and zeros costs
+    an AND, a subtraction and two reductions.
+    """
     import numpy as np
 
+    unsigned, exponent_mask, smallest_normal = _LAYOUT[dtype]
+    kind = np.dtype(unsigned).type
+    absolute, infinite, below = kind(exponent_mask | (exponent_mask - 1)), kind(exponent_mask), kind(smallest_normal - 1)
     bits = flat.view(unsigned)
-    magnitude = bits & np.array(exponent_mask | (exponent_mask - 1), dtype=unsigned)  # clear the sign
-    exponent_mask = np.array(exponent_mask, dtype=unsigned)
-    counts = {"nan": 0, "posinf": 0, "neginf": 0}
-    if magnitude.max() >= exponent_mask:  # some value is NaN or infinite (rare: the fast path skips this)
-        infinite = magnitude == exponent_mask
-        counts["nan"] = int(np.count_nonzero(magnitude > exponent_mask))
-        counts["neginf"] = int(np.count_nonzero(infinite & (bits > magnitude)))  # sign bit set
-        counts["posinf"] = int(np.count_nonzero(infinite)) - counts["neginf"]
-    # subnormal: 0 < magnitude < smallest normal; magnitude - 1 wraps zero round to the maximum
-    magnitude -= np.array(1, dtype=unsigned)
-    counts["subnormal"] = int(np.count_nonzero(magnitude < np.array(smallest_normal - 1, dtype=unsigned)))
+    scratch = np.empty(min(bits.size, CHUNK_VALUES), unsigned)
+    counts = {"nan": 0, "posinf": 0, "neginf": 0, "subnormal": 0}
+    for start in range(0, bits.size, CHUNK_VALUES):
+        part = bits[start:start + CHUNK_VALUES]
+        magnitude = np.bitwise_and(part, absolute, out=scratch[:part.size])
+        if magnitude.max() >= infinite:
+            _count_special(part, magnitude, infinite, counts)
+        np.subtract(magnitude, kind(1), out=magnitude)
+        if magnitude.min() < below:
+            counts["subnormal"] += int(np.count_nonzero(magnitude < below))
     return counts
+
+
+def _count_special(bits, magnitude, infinite, counts: dict) -> None:
+    """Add a chunk's NaN, +Inf and -Inf to `counts` (magnitude: its bits with the sign cleared)."""
+    import numpy as np
+
+    at_infinity = magnitude == infinite
+    counts["nan"] += int(np.count_nonzero(magnitude > infinite))
+    negative = int(np.count_nonzero(at_infinity & (bits > magnitude)))  # sign bit set
+    counts["neginf"] += negative
+    counts["posinf"] += int(np.count_nonzero(at_infinity)) - negative
 
 
 def _finish(counts: dict) -> dict:

@@ -137,3 +137,23 @@ def test_rounds_audit_each_case_once_with_the_counts_every_round_finds():
         assert all("audit" not in result.metrics.get("missing", {}) for _slot, result in once)
         per_round = [without_cost(result.metrics["audit"]) for slot, result in every if slot.spec.key == spec.key]
         assert per_round == [without_cost(audited[0])] * 2, spec.name
+
+
+def test_counts_read_the_arrays_own_buffer_and_agree_with_a_chunked_copy(monkeypatch):
+    from opbench.backends.mxnet import executor
+
+    values = np.random.default_rng(3).standard_normal(1000).astype(np.float32)
+    values[[1, 2, 3]] = [np.nan, np.inf, -np.inf]
+    values[[10, 11]] = np.array([1, 0x807FFFFF], dtype=np.uint32).view(np.float32)  # two subnormals
+    array = mx.nd.array(values)
+    view = executor._host_view(array)
+    array[:] = 2.0
+    mx.nd.waitall()
+    assert view is not None and np.all(view == 2.0)  # MXNet's own buffer, not a copy
+    array = mx.nd.array(values)
+    lent = executor._counts(array)
+    assert (lent["nan"], lent["posinf"], lent["neginf"], lent["subnormal"]) == (1, 1, 1, 2)
+    assert executor._host_view(mx.nd.ones((2, 2), dtype="bool")) is None  # numpy takes no DLPack bool
+    monkeypatch.setattr(executor, "_host_view", lambda array: None)
+    monkeypatch.setattr(audit, "TRANSFER_VALUES", 7)
+    assert executor._counts(array) == lent == audit.count(values)
