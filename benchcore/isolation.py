@@ -122,6 +122,8 @@ def _leave(protocol) -> None:
     before the next round's worker starts."""
     protocol.flush()
     sys.stderr.flush()
+    if _FFLUSH is not None:  # what C libraries left in their stdio buffers
+        _FFLUSH(None)
     os._exit(0)
 
 
@@ -170,19 +172,20 @@ def die_with_parent() -> None:
         _PRCTL(_PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
-def _find_prctl():
-    if not sys.platform.startswith("linux"):
-        return None
+def _libc(name: str):
+    """A C library function of this process (None where there is none by that name)."""
     try:
         import ctypes
 
-        return ctypes.CDLL(None, use_errno=True).prctl
+        return getattr(ctypes.CDLL(None, use_errno=True), name)
     except (OSError, AttributeError):
         return None
 
 
 _PR_SET_PDEATHSIG = 1
-_PRCTL = _find_prctl()  # looked up here: the forked child must not import or load libraries
+# looked up here: the forked child must not import or load libraries
+_PRCTL = _libc("prctl") if sys.platform.startswith("linux") else None
+_FFLUSH = _libc("fflush")
 
 
 class Worker:

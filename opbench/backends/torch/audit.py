@@ -10,9 +10,9 @@ reset afterwards, as after every timed backward.
 
 benchcore.audit counts numpy arrays; a tensor reaches it as follows: a CPU tensor as a view of
 its own buffer (no copy); a CUDA one a chunk at a time (TRANSFER_VALUES, so it is not copied to
-the host whole); bfloat16 widened to
-float32, which is exact and keeps every class (bfloat16 is float32's upper half: same
-exponent, so the same NaN, infinities and subnormals), and judged as float32; complex as its
+the host whole); bfloat16 widened to float32, which is exact and keeps every class (bfloat16 is
+float32's upper half: same exponent, so the same NaN, infinities and subnormals), and judged as
+float32; complex as its
 real and imaginary parts; a sparse tensor as its dense values; a ZeroTensor (autograd's
 zeros, never materialized) as zeros.
 
