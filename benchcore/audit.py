@@ -5,8 +5,9 @@ arithmetic times a slow path nobody runs in practice: an x86 core takes a microc
 for every float32/float64 operation with a subnormal operand or result (unless FTZ/DAZ are
 set), and NaN/Inf inputs are a sign that the inputs were out of the operator's domain. So
 every timed case is audited once, untimed, after its timed runs (in one of its rounds, see
-RoundAudits): its inputs, outputs and input gradients are counted here. The suites (opbench's MXNet and PyTorch backends, rnnbench)
-hand numpy arrays in and get plain dicts out; nothing here knows a framework.
+RoundAudits): its inputs, outputs and input gradients are counted here. The suites (opbench's
+MXNet and PyTorch backends, rnnbench) hand numpy arrays in and get plain dicts out; nothing
+here knows a framework.
 
 What counts, per tensor, judged by the tensor's own dtype (an index tensor kept in float32 in
 a float16 case is a float32 tensor):
@@ -65,8 +66,8 @@ def count(array) -> dict:
 
     values = np.asarray(array)
     dtype = values.dtype.name
-    found = {"dtype": dtype, "values": int(values.size), "nan": 0, "posinf": 0, "neginf": 0, "subnormal": 0,
-             "fraction": 0.0, "flagged": False}
+    found = {"dtype": dtype, "values": int(values.size), **{kind: 0 for kind in KINDS}, "fraction": 0.0,
+             "flagged": False}
     if dtype in _LAYOUT and values.size:
         found.update(_float_counts(np.ascontiguousarray(values).reshape(-1), dtype))
     elif values.dtype.kind not in "biu":
@@ -97,7 +98,8 @@ def _float_counts(flat, dtype: str) -> dict:
 
     unsigned, exponent_mask, smallest_normal = _LAYOUT[dtype]
     kind = np.dtype(unsigned).type
-    absolute, infinite, below = kind(exponent_mask | (exponent_mask - 1)), kind(exponent_mask), kind(smallest_normal - 1)
+    absolute = kind(exponent_mask | (exponent_mask - 1))  # every bit but the sign
+    infinite, below = kind(exponent_mask), kind(smallest_normal - 1)
     bits = flat.view(unsigned)
     scratch = np.empty(min(bits.size, CHUNK_VALUES), unsigned)
     counts = {"nan": 0, "posinf": 0, "neginf": 0, "subnormal": 0}
@@ -170,9 +172,6 @@ def _groups(block: dict) -> List[str]:
 # --------------------------------------------------------------------------- rounds and sweeps
 
 
-#: settings `audit_rounds`: "first" audits each case in one round (see RoundAudits), "every"
-#: in each of its rounds (adaptive sampling, where rounds run different numbers of calls)
-AUDIT_ROUNDS = ("first", "every")
 #: the worker option that tells a slot its case was audited already, in the round it names
 AUDITED_IN = "audited_in_round"
 
@@ -343,7 +342,8 @@ def markdown_intro(labelled: List[tuple]) -> str:
     if not counted["audited"]:
         return "No case was audited (`--no-audit`, or no case ran)."
     per_round = any((block or {}).get("rounds", 1) > 1 for _label, block in labelled)
-    when = "once per round" if per_round else "once per case (in one of its rounds: seeded inputs give every round the same counts)"
+    when = ("once per round" if per_round
+            else "once per case (in one of its rounds: seeded inputs give every round the same counts)")
     text = (f"NaN, ±Inf and subnormal values counted in every tensor a case computes on or produces (inputs, "
             f"outputs, gradients), {when}, untimed, after the timed runs (subnormal: nonzero and below the "
             f"dtype's smallest normal; a float16 tensor is flagged above {FLOAT16_SUBNORMAL_TOLERANCE:.0%} "
@@ -401,8 +401,8 @@ def flush_notable(states: Iterable[Optional[dict]]) -> bool:
 def worker_options(args) -> dict:
     """What the two flags tell a sweep's workers (and its checkpoint and settings record), with
     the rounds the audit runs in (audit_rounds: adaptive sampling audits every round)."""
-    return {"audit": not args.no_audit, "audit_rounds": audit_rounds(getattr(args, "target_precision", None) is not None),
-            "flush_denormal": args.flush_denormal}
+    adaptive = getattr(args, "target_precision", None) is not None
+    return {"audit": not args.no_audit, "audit_rounds": audit_rounds(adaptive), "flush_denormal": args.flush_denormal}
 
 
 def add_audit_arguments(parser) -> None:

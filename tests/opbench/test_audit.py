@@ -130,7 +130,9 @@ def test_rounds_audit_each_case_once_with_the_counts_every_round_finds():
     executor = "opbench.backends.mxnet.executor:execute"
     once = run_slots(slots, executor, {**OPTIONS, "audit": True, "audit_rounds": "first"})
     every = run_slots(slots, executor, {**OPTIONS, "audit": True, "audit_rounds": "every"}, isolate=False)
-    without_cost = lambda block: {k: v for k, v in block.items() if k != "elapsed_ms"}  # noqa: E731
+    def without_cost(block):
+        return {k: v for k, v in block.items() if k != "elapsed_ms"}
+
     for spec in specs:
         audited = [result.metrics.get("audit") for slot, result in once if slot.spec.key == spec.key]
         assert audited[0] is not None and audited[1:] == [None], spec.name  # round 2 ran no pass

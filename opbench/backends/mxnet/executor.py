@@ -29,9 +29,10 @@ GPU-only and reports the whole device, other processes included.)
 Every metric this module cannot measure is null, with the reason in `missing`.
 
 Audit (benchcore.audit; options["audit"], on unless False): once per case (in one of its rounds,
-benchcore.audit.RoundAudits), untimed, after the timed runs: the inputs as the runs left them (in-place updates included), the outputs of one
-more forward (under autograd when backward is timed, as the timed ones) and the input
-gradients of the last timed backward, with the case's head gradients (ones). metrics["audit"]
+benchcore.audit.RoundAudits), untimed, after the timed runs: the inputs as the runs left them
+(in-place updates included), the outputs of one more forward (under autograd when backward is
+timed, as the timed ones) and the input gradients of the last timed backward, with the case's
+head gradients (ones); CPU arrays are counted on their own buffers (no copy). metrics["audit"]
 holds the counts per tensor, the flag, the rule's `expected` reason and `elapsed_ms`.
 
 Subnormal flushing (options["flush_denormal"]): set on the worker's thread before the case's
