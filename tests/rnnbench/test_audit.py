@@ -92,6 +92,8 @@ def test_flush_denormal_reaches_torch_threads_in_the_worker_and_the_report(tmp_p
     [result] = report.results
     state = result.metrics["denormals"]
     assert state["requested"] is True and result.metrics["audit"] is None
+    assert result.metrics["missing"]["audit"] == "not asked for (--no-audit)"  # beside the compile reasons
+    assert "compile_ms" in result.metrics["missing"]
     assert state["python_thread"]["ftz"] and state["python_thread"]["daz"]
     assert state["operator_threads"] == {"ftz": 1.0, "daz": 1.0}  # torch's intra-op threads too
     assert "rnnbench: Subnormals: flushed to zero in the operator threads" in proc.stderr
