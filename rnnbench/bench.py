@@ -4,7 +4,8 @@ The worker side is `execute(spec, options)`: it rebuilds the runner's ModelDef i
 runner's fuser/executor contexts, turns it into a benchcore Workload and times it with
 `benchcore.measure.runner.run_workload` — CUDA events on a CUDA device, perf_counter around a sync on
 the CPU — then audits one more forward and backward (rnnbench.audit; options["audit"] False
-skips it) and records the subnormal flushing in force (options["flush_denormal"] sets it).
+skips it, and so does a round after the one that audited the runner: benchcore.audit.wanted)
+and records the subnormal flushing in force (options["flush_denormal"] sets it).
 Every time is in milliseconds on every device (fastrnns reported CPU seconds as "ms"), and
 nothing forces a garbage collection inside the loop (fastrnns spent ~150 ms per
 iteration in gc.collect() on CPU at default sizes).
@@ -323,9 +324,9 @@ def execute(spec: CaseSpec, options: dict) -> dict:
     with prepared(spec) as prep:
         timer = timer_for(prep.workload.device, prep.workload.sync)
         outcome = run_workload(prep.workload, settings, timer)
-        found = audit_workload(prep.workload, prep.modeldef.param_names) if options.get("audit") is not False else None
-    metrics = outcome.to_dict()
-    metrics["audit"] = found
+        metrics = outcome.to_dict()
+        if audit.wanted(metrics, options):
+            metrics["audit"] = audit_workload(prep.workload, prep.modeldef.param_names)
     metrics["denormals"] = denormals
     info = _model_info(prep)
     metrics.update({
@@ -335,9 +336,10 @@ def execute(spec: CaseSpec, options: dict) -> dict:
         "build_ms": prep.build_ms,
         "info": _jsonable(info),
     })
-    metrics.update(compile_metrics(info))
-    if found is None:
-        metrics.setdefault("missing", {})["audit"] = "not asked for (--no-audit)"
+    compiled = compile_metrics(info)
+    if "missing" in compiled:  # joined with the audit's reason, not over it
+        metrics.setdefault("missing", {}).update(compiled.pop("missing"))
+    metrics.update(compiled)
     return metrics
 
 

@@ -344,8 +344,12 @@ def run_settings_from(args, warmup: int, runs: int, run_backward: bool = True):
 
 
 def audit_options(args) -> dict:
-    """What --no-audit and --flush-denormal tell a sweep's workers (and its checkpoint and settings record)."""
-    return {"audit": not args.no_audit, "flush_denormal": args.flush_denormal}
+    """What --no-audit and --flush-denormal tell a sweep's workers (and its checkpoint and settings
+    record), with the rounds the audit runs in (audit_rounds: adaptive sampling audits every round)."""
+    from benchcore.measure.audit import audit_rounds
+
+    adaptive = getattr(args, "target_precision", None) is not None
+    return {"audit": not args.no_audit, "audit_rounds": audit_rounds(adaptive), "flush_denormal": args.flush_denormal}
 
 
 def add_audit_arguments(parser) -> None:

@@ -13,8 +13,10 @@ time start when the worker is ready, so they never include a worker's start-up.
   case recorded as `timeout`. A fresh worker takes the next case.
 - A worker whose resident memory passes the ceiling is restarted after its case, which keeps
   a long sweep's memory bounded (MXNet's pooled allocator never returns memory to the OS).
-- Every finished result is appended to the checkpoint at once (benchcore.execute.checkpoint),
-  so Ctrl-C or `kill -9` of the parent loses nothing; `resume` skips what is there.
+- Every finished result is appended (and flushed) to the checkpoint at once
+  (benchcore.execute.checkpoint), so Ctrl-C or `kill -9` of the parent loses nothing; `resume`
+  skips what is there. It is fsynced at most every CHECKPOINT_SYNC_S (a crash of the machine
+  itself loses at most that much): an fsync per case cost 2-3% of a short sweep's wall.
 
 isolate=False runs the executor in this process, for debugging with pdb or a profiler; then a
 crash ends the sweep and no timeout is enforced.
@@ -37,6 +39,7 @@ from pathlib import Path
 from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from benchcore.errors import SkipCase, UsageError, error_summary
+from benchcore.execute import selfprofile
 from benchcore.execute.checkpoint import (
     Checkpoint,
     Slot,
@@ -44,6 +47,7 @@ from benchcore.execute.checkpoint import (
     json_default,
 )
 from benchcore.measure import reference
+from benchcore.measure.audit import RoundAudits
 from benchcore.measure.case import CaseSpec
 from benchcore.measure.memory import resident_bytes
 from benchcore.report.model import CaseResult
@@ -101,6 +105,7 @@ def worker_main(executor_path: str) -> None:
     protocol = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)
     sys.stdout = sys.stderr
+    profile = selfprofile.start()
     executor = load_executor(executor_path, preload=True)
     protocol.write(json.dumps(READY) + "\n")
     for line in sys.stdin:
@@ -110,6 +115,20 @@ def worker_main(executor_path: str) -> None:
         answer = execute_one(executor, CaseSpec.from_dict(request["spec"]), request.get("options") or {})
         answer["rss_bytes"] = resident_bytes()
         protocol.write(json.dumps(answer, default=json_default) + "\n")
+    selfprofile.save(profile)
+    _leave(protocol)
+
+
+def _leave(protocol) -> None:
+    """End the worker once the parent closed its stdin, skipping the interpreter's teardown and
+    the frameworks' exit handlers: MXNet writes its profiler's whole trace at exit (over a second
+    after a round of cases; the parent removes it unread), and the parent waits for the exit
+    before the next round's worker starts."""
+    protocol.flush()
+    sys.stderr.flush()
+    if _FFLUSH is not None:  # what C libraries left in their stdio buffers
+        _FFLUSH(None)
+    os._exit(0)
 
 
 def _describe_exit(returncode: Optional[int]) -> str:
@@ -151,19 +170,20 @@ def die_with_parent() -> None:
         _PRCTL(_PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
-def _find_prctl():
-    if not sys.platform.startswith("linux"):
-        return None
+def _libc(name: str):
+    """A C library function of this process (None where there is none by that name)."""
     try:
         import ctypes
 
-        return ctypes.CDLL(None, use_errno=True).prctl
+        return getattr(ctypes.CDLL(None, use_errno=True), name)
     except (OSError, AttributeError):
         return None
 
 
 _PR_SET_PDEATHSIG = 1
-_PRCTL = _find_prctl()  # looked up here: the forked child must not import or load libraries
+# looked up here: the forked child must not import or load libraries
+_PRCTL = _libc("prctl") if sys.platform.startswith("linux") else None
+_FFLUSH = _libc("fflush")
 
 
 class Worker:
@@ -324,7 +344,8 @@ def run_slots(
     given; all workers are replaced when the round changes, so each round is timed in fresh
     processes. With a checkpoint path, finished results are appended as they arrive; an existing
     checkpoint is refused unless resume is set (it holds an interrupted run's results), and with
-    resume its slots are taken from it instead of being run again.
+    resume its slots are taken from it instead of being run again. A case is audited in one of
+    its rounds where the options say so (benchcore.measure.audit.RoundAudits).
     """
     slots = list(slots)
     options = options or {}
@@ -335,6 +356,7 @@ def run_slots(
     elif store:
         store.start(options)
     runners = _Runners(executor, isolate, env, memory_limit_bytes, pythons or {})
+    audits = RoundAudits(options)
     results: List[Tuple[Slot, CaseResult]] = []
     try:
         for index, slot in enumerate(slots):
@@ -342,9 +364,10 @@ def run_slots(
             if result is None:
                 if on_start:
                     on_start(slot.spec, index, len(slots))
-                result = _result(slot.spec, runners.run(slot, options, timeout_s))
+                result = _result(slot.spec, runners.run(slot, audits.options_for(slot, options), timeout_s))
                 if store:
                     store.append(result, slot)
+            audits.record(slot, result)
             results.append((slot, result))
             if on_result:
                 on_result(result)

@@ -4,9 +4,10 @@ A benchmark that feeds an operator values that drive it into NaN, infinity or su
 arithmetic times a slow path nobody runs in practice: an x86 core takes a microcode assist
 for every float32/float64 operation with a subnormal operand or result (unless FTZ/DAZ are
 set), and NaN/Inf inputs are a sign that the inputs were out of the operator's domain. So
-every timed case is audited once, untimed, after its timed runs: its inputs, outputs and
-input gradients are counted here. The suites (opbench's MXNet and PyTorch backends, rnnbench)
-hand numpy arrays in and get plain dicts out; nothing here knows a framework.
+every timed case is audited once, untimed, after its timed runs (in one of its rounds, see
+RoundAudits): its inputs, outputs and input gradients are counted here. The suites (opbench's
+MXNet and PyTorch backends, rnnbench) hand numpy arrays in and get plain dicts out; nothing
+here knows a framework.
 
 What counts, per tensor, judged by the tensor's own dtype (an index tensor kept in float32 in
 a float16 case is a float32 tensor):
@@ -44,8 +45,12 @@ _LAYOUT = {
 #: fraction of a float16 tensor's values that may be subnormal before it is flagged (see above)
 FLOAT16_SUBNORMAL_TOLERANCE = 0.01
 KINDS = ("nan", "posinf", "neginf", "subnormal")
-#: values counted at a time (4 MB of float32)
-CHUNK_VALUES = 1 << 20
+#: values counted at a time: 256 KB of float32, so a chunk's few passes stay in the core's L2
+#: cache and each tensor is read from memory once (a chunk of 4 MB made each pass a trip to memory)
+CHUNK_VALUES = 1 << 16
+#: values a suite copies to the host at a time from a tensor it cannot lend as a numpy view (a
+#: GPU tensor): 4 MB of float32, so the largest outputs are never copied whole
+TRANSFER_VALUES = 1 << 20
 
 
 def count(array) -> dict:
@@ -54,7 +59,8 @@ def count(array) -> dict:
 
     Works on the bits (an unsigned view), never on float arithmetic, so the counts do not
     depend on the thread's FTZ/DAZ state (with DAZ set, `abs(x) < tiny` would see a
-    subnormal as zero) and float16 needs no slow software arithmetic.
+    subnormal as zero) and float16 needs no slow software arithmetic. A suite hands in a numpy
+    view of the framework's own buffer where it can (no copy).
     """
     import numpy as np
 
@@ -63,7 +69,7 @@ def count(array) -> dict:
     found = {"dtype": dtype, "values": int(values.size), **{kind: 0 for kind in KINDS}, "fraction": 0.0,
              "flagged": False}
     if dtype in _LAYOUT and values.size:
-        found.update(_float_counts(np.ascontiguousarray(values).reshape(-1), *_LAYOUT[dtype]))
+        found.update(_float_counts(np.ascontiguousarray(values).reshape(-1), dtype))
     elif values.dtype.kind not in "biu":
         found["unaudited"] = f"dtype {dtype} is not float16, float32, float64 or an integer type"
     return _finish(found)
@@ -79,33 +85,44 @@ def count_many(arrays: Iterable) -> dict:
                         **{kind: sum(p[kind] for p in parts) for kind in KINDS}))
 
 
-def _float_counts(flat, unsigned: str, exponent_mask: int, smallest_normal: int) -> dict:
-    """NaN, ±Inf and subnormal counts of a flat float array, CHUNK_VALUES at a time (so the
-    temporaries stay a few MB for a tensor of hundreds of MB)."""
-    counts = {"nan": 0, "posinf": 0, "neginf": 0, "subnormal": 0}
-    for start in range(0, flat.size, CHUNK_VALUES):
-        part = _chunk_counts(flat[start:start + CHUNK_VALUES], unsigned, exponent_mask, smallest_normal)
-        for kind, found in part.items():
-            counts[kind] += found
-    return counts
+def _float_counts(flat, dtype: str) -> dict:
+    """NaN, ±Inf and subnormal counts of a flat float array, CHUNK_VALUES at a time.
 
-
-def _chunk_counts(flat, unsigned: str, exponent_mask: int, smallest_normal: int) -> dict:
+    Per chunk, in one scratch buffer: the magnitude bits (sign cleared); their maximum, which
+    only NaN and infinities reach (then they are counted: rare); the magnitude minus one, which
+    wraps zero round to the top, so its minimum is below the smallest normal's only when a
+    subnormal is there (then they are counted: rare). A chunk of normal values and zeros costs
+    an AND, a subtraction and two reductions.
+    """
     import numpy as np
 
+    unsigned, exponent_mask, smallest_normal = _LAYOUT[dtype]
+    kind = np.dtype(unsigned).type
+    absolute = kind(exponent_mask | (exponent_mask - 1))  # every bit but the sign
+    infinite, below = kind(exponent_mask), kind(smallest_normal - 1)
     bits = flat.view(unsigned)
-    magnitude = bits & np.array(exponent_mask | (exponent_mask - 1), dtype=unsigned)  # clear the sign
-    exponent_mask = np.array(exponent_mask, dtype=unsigned)
-    counts = {"nan": 0, "posinf": 0, "neginf": 0}
-    if magnitude.max() >= exponent_mask:  # some value is NaN or infinite (rare: the fast path skips this)
-        infinite = magnitude == exponent_mask
-        counts["nan"] = int(np.count_nonzero(magnitude > exponent_mask))
-        counts["neginf"] = int(np.count_nonzero(infinite & (bits > magnitude)))  # sign bit set
-        counts["posinf"] = int(np.count_nonzero(infinite)) - counts["neginf"]
-    # subnormal: 0 < magnitude < smallest normal; magnitude - 1 wraps zero round to the maximum
-    magnitude -= np.array(1, dtype=unsigned)
-    counts["subnormal"] = int(np.count_nonzero(magnitude < np.array(smallest_normal - 1, dtype=unsigned)))
+    scratch = np.empty(min(bits.size, CHUNK_VALUES), unsigned)
+    counts = {"nan": 0, "posinf": 0, "neginf": 0, "subnormal": 0}
+    for start in range(0, bits.size, CHUNK_VALUES):
+        part = bits[start:start + CHUNK_VALUES]
+        magnitude = np.bitwise_and(part, absolute, out=scratch[:part.size])
+        if magnitude.max() >= infinite:
+            _count_special(part, magnitude, infinite, counts)
+        np.subtract(magnitude, kind(1), out=magnitude)
+        if magnitude.min() < below:
+            counts["subnormal"] += int(np.count_nonzero(magnitude < below))
     return counts
+
+
+def _count_special(bits, magnitude, infinite, counts: dict) -> None:
+    """Add a chunk's NaN, +Inf and -Inf to `counts` (magnitude: its bits with the sign cleared)."""
+    import numpy as np
+
+    at_infinity = magnitude == infinite
+    counts["nan"] += int(np.count_nonzero(magnitude > infinite))
+    negative = int(np.count_nonzero(at_infinity & (bits > magnitude)))  # sign bit set
+    counts["neginf"] += negative
+    counts["posinf"] += int(np.count_nonzero(at_infinity)) - negative
 
 
 def _finish(counts: dict) -> dict:
@@ -155,8 +172,53 @@ def _groups(block: dict) -> List[str]:
 # --------------------------------------------------------------------------- rounds and sweeps
 
 
+#: the worker option that tells a slot its case was audited already, in the round it names
+AUDITED_IN = "audited_in_round"
+
+
+def audit_rounds(adaptive: bool) -> str:
+    """The settings' `audit_rounds` for a sweep: "first" where every round runs the same seeded
+    inputs the same number of times (their counts cannot differ), "every" under adaptive
+    sampling (an in-place operator's inputs then depend on how many calls the round ran)."""
+    return "every" if adaptive else "first"
+
+
+class RoundAudits:
+    """Which of a sweep's slots audit their case (benchcore.isolation.run_slots asks per slot).
+
+    With `audit_rounds` "first", a case is audited in the first of its slots that comes back ok
+    with an audit block, per A/B side (the sides run other builds); every later slot of it is
+    told so (AUDITED_IN) and skips the pass. A round that crashed, or whose audit pass failed,
+    leaves the audit to the next round. Results read back from a checkpoint count as run."""
+
+    def __init__(self, options: Mapping[str, object]):
+        self.once = options.get("audit") is not False and options.get("audit_rounds") == "first"
+        self.audited: Dict[tuple, int] = {}
+
+    def options_for(self, slot, options: dict) -> dict:
+        found = self.audited.get((slot.side, slot.spec.key)) if self.once else None
+        return options if found is None else {**options, AUDITED_IN: found}
+
+    def record(self, slot, result) -> None:
+        if self.once and result.ok and (result.metrics or {}).get("audit"):
+            self.audited.setdefault((slot.side, slot.spec.key), slot.round)
+
+
+def wanted(metrics: dict, options: Mapping[str, object]) -> bool:
+    """Whether an executor runs the audit pass for its case. Under --no-audit it does not, and
+    `metrics` say so (audit null, the reason under `missing`); when an earlier round audited the
+    case it does not either, and `metrics` carry no audit (the rounds' combiner takes that
+    round's block)."""
+    if options.get("audit") is False:
+        metrics["audit"] = None
+        metrics.setdefault("missing", {})["audit"] = "not asked for (--no-audit)"
+        return False
+    return options.get(AUDITED_IN) is None
+
+
 def combine(per_round: List[dict]) -> Optional[dict]:
-    """A case's audit over its rounds (each round audits in its own fresh process).
+    """A case's audit over the rounds that audited it (each in its own fresh process): one
+    round under `audit_rounds` "first", every round under "every".
 
     The rounds run the same seeded inputs the same number of times, so their counts agree and
     the first round's block stands, with `elapsed_ms` summed (the audit's whole cost) and
@@ -279,8 +341,11 @@ def markdown_intro(labelled: List[tuple]) -> str:
     counted = tally(block for _label, block in labelled)
     if not counted["audited"]:
         return "No case was audited (`--no-audit`, or no case ran)."
+    per_round = any((block or {}).get("rounds", 1) > 1 for _label, block in labelled)
+    when = ("once per round" if per_round
+            else "once per case (in one of its rounds: seeded inputs give every round the same counts)")
     text = (f"NaN, ±Inf and subnormal values counted in every tensor a case computes on or produces (inputs, "
-            f"outputs, gradients), once per round, untimed, after the timed runs (subnormal: nonzero and below the "
+            f"outputs, gradients), {when}, untimed, after the timed runs (subnormal: nonzero and below the "
             f"dtype's smallest normal; a float16 tensor is flagged above {FLOAT16_SUBNORMAL_TOLERANCE:.0%} "
             f"subnormal). {counted['audited']} case(s) audited, {counted['flagged']} flagged")
     if counted["flagged"]:

@@ -42,6 +42,11 @@ def execute(spec, options):
         if spec.params.get("then") == "sigkill":
             os.kill(os.getpid(), signal.SIGKILL)
         return {"scratch": scratch}
+    if action == "atexit":  # an exit handler that writes a file (the worker's exit skips it)
+        import atexit
+
+        atexit.register(lambda path=spec.params["path"]: open(path, "w").close())
+        return {"pid": os.getpid()}
     if action == "skip":
         from benchcore.errors import SkipCase
 

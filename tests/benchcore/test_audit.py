@@ -105,6 +105,45 @@ def test_rounds_agree_or_keep_the_worst():
     assert combined["seen"] == [{"a": 1}, {"a": 1}] and combined["audit"]["elapsed_ms"] == 5.0
 
 
+def _slot_result(name: str, round_number: int, side: str = "", status: str = "ok", block=None):
+    from benchcore.execute.checkpoint import Slot
+    from benchcore.measure.case import CaseSpec
+    from benchcore.report.model import CaseResult
+
+    spec = CaseSpec("s", name, {})
+    return Slot(spec, round_number, side), CaseResult(spec, status, {"audit": block} if status == "ok" else {})
+
+
+def test_round_audits_audit_each_case_and_side_in_the_first_round_that_finished_it():
+    options = {"audit": True, "audit_rounds": "first"}
+    audits = audit.RoundAudits(options)
+    seen = {}
+    plan = [("a", 1, "", "ok", _block()), ("b", 1, "", "crashed", None), ("c", 1, "", "ok", None),  # c: pass failed
+            ("a", 1, "new", "ok", _block()),
+            ("a", 2, "", "ok", None), ("b", 2, "", "ok", _block()), ("c", 2, "", "ok", _block()),
+            ("a", 2, "new", "ok", None), ("b", 3, "", "ok", None)]
+    for name, number, side, status, block in plan:
+        slot, result = _slot_result(name, number, side, status, block)
+        seen[(name, number, side)] = audits.options_for(slot, options).get(audit.AUDITED_IN)
+        audits.record(slot, result)
+    assert seen == {("a", 1, ""): None, ("b", 1, ""): None, ("c", 1, ""): None, ("a", 1, "new"): None,
+                    ("a", 2, ""): 1, ("b", 2, ""): None, ("c", 2, ""): None, ("a", 2, "new"): 1, ("b", 3, ""): 2}
+    for every in ({"audit": True, "audit_rounds": "every"}, {"audit": False, "audit_rounds": "first"}):
+        audits = audit.RoundAudits(every)
+        slot, result = _slot_result("a", 1, block=_block())
+        audits.record(slot, result)
+        assert audits.options_for(_slot_result("a", 2)[0], every) is every
+
+
+def test_wanted_says_whether_to_audit_and_records_why_not():
+    metrics = {"missing": {}}
+    assert audit.wanted(metrics, {}) and audit.wanted(metrics, {"audit": True}) and metrics == {"missing": {}}
+    assert not audit.wanted(metrics, {"audit": True, audit.AUDITED_IN: 1}) and metrics == {"missing": {}}
+    assert not audit.wanted(metrics, {"audit": False})
+    assert metrics == {"audit": None, "missing": {"audit": "not asked for (--no-audit)"}}
+    assert audit.audit_rounds(adaptive=False) == "first" and audit.audit_rounds(adaptive=True) == "every"
+
+
 def test_summary_lines_and_markdown_name_the_flagged_cases():
     labelled = [("ok case", _block()), ("bad case", _block(subnormal=1)), ("rrelu", _block("unwritten", 2))]
     lines = audit.summary_lines(labelled, "opbench")
@@ -115,7 +154,9 @@ def test_summary_lines_and_markdown_name_the_flagged_cases():
     assert audit.summary_lines(labelled[:1], "x") == ["x: audit: all 1 audited case(s) computed on normal numbers "
                                                       "(audit 0.0 s)"]
     section = "\n".join(audit.markdown_section([(label, {"audit": block}) for label, block in labelled]))
-    assert "3 case(s) audited, 2 flagged: 1 unexplained, 1 expected" in section
+    assert "3 case(s) audited, 2 flagged: 1 unexplained, 1 expected" in section and "once per case" in section
+    per_round = "\n".join(audit.markdown_section([("a", {"audit": dict(_block(), rounds=2)})]))
+    assert "once per round" in per_round
     assert "| bad case | outputs 0 | 0     | 0      | 0      | 1           | 8        | no" in section
     assert "Not audited" in "\n".join(audit.markdown_section([], audited=False))
 

@@ -100,6 +100,24 @@ def test_mxnet_writes_its_trace_into_the_worker_scratch(tmp_path, monkeypatch):
     assert _trace_path() == str(tmp_path / "mxnet-trace.json")
 
 
+def test_a_closed_worker_skips_exit_handlers_and_leaves_its_profile_when_asked(tmp_path):
+    """MXNet's exit handler writes its whole profiler trace (over a second, read by nobody):
+    a worker ends without running exit handlers. With selfprofile's variable, it leaves a
+    cProfile dump of its cases first (scripts/speed_figures --breakdown)."""
+    import pstats
+
+    from benchcore.execute.selfprofile import PROFILE_ENV
+
+    marker = tmp_path / "exit-handler-ran"
+    env = {**os.environ, PROFILE_ENV: str(tmp_path)}
+    [result] = run_cases([case("a", action="atexit", path=str(marker))], EXECUTOR, env=env)
+    assert result.ok and not marker.exists()
+    [dump] = tmp_path.glob("worker-*.prof")
+    assert dump.name == f"worker-{result.metrics['pid']}.prof"
+    assert any(name == "execute" and path.endswith("executors.py")
+               for path, _line, name in pstats.Stats(str(dump)).stats)
+
+
 def test_stray_stdout_does_not_break_the_protocol():
     results = run_cases([case("p", action="print"), case("q", action="ok")], EXECUTOR, timeout_s=10)
     assert [r.status for r in results] == ["ok", "ok"]
@@ -173,6 +191,22 @@ def test_resume_refuses_cases_measured_under_other_options(tmp_path):
     results = run_cases(specs, EXECUTOR, isolate=False, checkpoint=checkpoint, resume=True,
                         options=dict(measured_with))
     assert [r.metrics["value"] for r in results] == [1, 2]
+
+
+def test_checkpoint_lines_reach_the_file_at_once_and_the_disk_at_most_every_sync_period(tmp_path, monkeypatch):
+    from benchcore.execute import checkpoint
+    from benchcore.report.model import CaseResult
+
+    synced = []
+    monkeypatch.setattr(checkpoint.os, "fsync", synced.append)
+    store = Checkpoint(tmp_path / "c.jsonl")
+    store.start({"runs": 1})
+    for name in "abc":
+        store.append(CaseResult(case(name), "ok", {}))
+    assert len(synced) == 1 and len(store.load()) == 3  # every line readable, one fsync
+    monkeypatch.setattr(checkpoint, "CHECKPOINT_SYNC_S", 0.0)
+    store.append(CaseResult(case("d"), "ok", {}))
+    assert len(synced) == 2
 
 
 def test_torn_checkpoint_line_is_ignored(tmp_path):

@@ -6,6 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import mxnet as mx
 import numpy as np
 import pytest
 
@@ -113,3 +114,47 @@ def test_flush_denormal_and_no_audit_reach_the_worker_and_the_report(tmp_path):
     assert "audit:" not in proc.stderr
     markdown = (tmp_path / "r.md").read_text()
     assert "Not audited (`--no-audit`)." in markdown and "--flush-denormal given" in markdown
+
+
+def test_rounds_audit_each_case_once_with_the_counts_every_round_finds():
+    """audit_rounds "first": one round per case audits it (in fresh worker processes); its block
+    equals the one each round finds when every round audits (seeded inputs, in-place updates
+    included: sgd_update writes its weight)."""
+    from benchcore.execute.rounds import RoundPlan
+    from benchcore.execute.worker import run_slots
+
+    found = cases.generate_cases(ops=["log", "sgd_update"], tiny=True)[0]
+    specs = [next(spec for spec in found if spec.name == name) for name in ("log", "sgd_update")]
+    slots = RoundPlan(rounds=2).slots(specs)
+    executor = "opbench.backends.mxnet.executor:execute"
+    once = run_slots(slots, executor, {**OPTIONS, "audit": True, "audit_rounds": "first"})
+    every = run_slots(slots, executor, {**OPTIONS, "audit": True, "audit_rounds": "every"}, isolate=False)
+    def without_cost(block):
+        return {k: v for k, v in block.items() if k != "elapsed_ms"}
+
+    for spec in specs:
+        audited = [result.metrics.get("audit") for slot, result in once if slot.spec.key == spec.key]
+        assert audited[0] is not None and audited[1:] == [None], spec.name  # round 2 ran no pass
+        assert all("audit" not in result.metrics.get("missing", {}) for _slot, result in once)
+        per_round = [without_cost(result.metrics["audit"]) for slot, result in every if slot.spec.key == spec.key]
+        assert per_round == [without_cost(audited[0])] * 2, spec.name
+
+
+def test_counts_read_the_arrays_own_buffer_and_agree_with_a_chunked_copy(monkeypatch):
+    from opbench.backends.mxnet import executor
+
+    values = np.random.default_rng(3).standard_normal(1000).astype(np.float32)
+    values[[1, 2, 3]] = [np.nan, np.inf, -np.inf]
+    values[[10, 11]] = np.array([1, 0x807FFFFF], dtype=np.uint32).view(np.float32)  # two subnormals
+    array = mx.nd.array(values)
+    view = executor._host_view(array)
+    array[:] = 2.0
+    mx.nd.waitall()
+    assert view is not None and np.all(view == 2.0)  # MXNet's own buffer, not a copy
+    array = mx.nd.array(values)
+    lent = executor._counts(array)
+    assert (lent["nan"], lent["posinf"], lent["neginf"], lent["subnormal"]) == (1, 1, 1, 2)
+    assert executor._host_view(mx.nd.ones((2, 2), dtype="bool")) is None  # numpy takes no DLPack bool
+    monkeypatch.setattr(executor, "_host_view", lambda array: None)
+    monkeypatch.setattr(audit, "TRANSFER_VALUES", 7)
+    assert executor._counts(array) == lent == audit.count(values)

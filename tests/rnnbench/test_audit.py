@@ -53,14 +53,15 @@ def test_audit_names_planted_values_in_states_and_gradients():
     assert block["flagged"] and block["defect"] and "input0" in block["inputs"]
 
 
-def test_bench_report_holds_the_audit_combined_over_rounds(tmp_path, capsys):
+def test_bench_report_holds_the_audit_of_one_round(tmp_path, capsys):
     out = tmp_path / "r.json"
     code = main(["bench", *TINY, "--nloops", "2", "--warmup", "0", "--device", "cpu", "--rnns", "cudnn",
                  "--no-isolation", "--rounds", "2", "-f", "json,md", "-o", str(out)])
     err = capsys.readouterr().err
     assert code == 0, err
     [result] = Report.load(out).results
-    assert result.metrics["audit"]["rounds"] == 2 and "round_values" not in result.metrics
+    assert result.metrics["audit"]["rounds"] == 1 and "round_values" not in result.metrics  # audited in one round
+    assert Report.load(out).settings["audit_rounds"] == "first"
     assert "rnnbench: audit: all 1 audited case(s) computed on normal numbers" in err
     assert "## Non-normal values" in out.with_suffix(".md").read_text()
 
@@ -91,6 +92,8 @@ def test_flush_denormal_reaches_torch_threads_in_the_worker_and_the_report(tmp_p
     [result] = report.results
     state = result.metrics["denormals"]
     assert state["requested"] is True and result.metrics["audit"] is None
+    assert result.metrics["missing"]["audit"] == "not asked for (--no-audit)"  # beside the compile reasons
+    assert "compile_ms" in result.metrics["missing"]
     assert state["python_thread"]["ftz"] and state["python_thread"]["daz"]
     assert state["operator_threads"] == {"ftz": 1.0, "daz": 1.0}  # torch's intra-op threads too
     assert "rnnbench: Subnormals: flushed to zero in the operator threads" in proc.stderr

@@ -28,10 +28,11 @@ GPU-only and reports the whole device, other processes included.)
 
 Every metric this module cannot measure is null, with the reason in `missing`.
 
-Audit (benchcore.measure.audit; options["audit"], on unless False): once per case, untimed, after the
-timed runs: the inputs as the runs left them (in-place updates included), the outputs of one
-more forward (under autograd when backward is timed, as the timed ones) and the input
-gradients of the last timed backward, with the case's head gradients (ones). metrics["audit"]
+Audit (benchcore.measure.audit; options["audit"], on unless False): once per case (in one of its rounds,
+benchcore.measure.audit.RoundAudits), untimed, after the timed runs: the inputs as the runs left them
+(in-place updates included), the outputs of one more forward (under autograd when backward is
+timed, as the timed ones) and the input gradients of the last timed backward, with the case's
+head gradients (ones); CPU arrays are counted on their own buffers (no copy). metrics["audit"]
 holds the counts per tensor, the flag, the rule's `expected` reason and `elapsed_ms`.
 
 Subnormal flushing (options["flush_denormal"]): set on the worker's thread before the case's
@@ -364,9 +365,7 @@ def execute(spec: CaseSpec, options: dict) -> dict:
 def _add_audit(metrics: dict, options: dict, materialized, workload: Workload, expected: Optional[str]) -> None:
     """metrics["audit"], or null with the reason: --no-audit, or the audit itself failed (the
     timed figures are kept either way)."""
-    if options.get("audit") is False:
-        metrics["audit"] = None
-        metrics["missing"]["audit"] = "not asked for (--no-audit)"
+    if not audit.wanted(metrics, options):
         return
     try:
         metrics["audit"] = audit_case(materialized, workload, expected)
@@ -376,16 +375,49 @@ def _add_audit(metrics: dict, options: dict, materialized, workload: Workload, e
 
 
 def _counts(array) -> dict:
-    """benchcore.measure.audit's counts of an NDArray (a sparse one's stored values), copied to numpy a
-    chunk at a time: a whole copy of the largest outputs would add hundreds of MB to the
-    worker's peak memory."""
+    """benchcore.measure.audit's counts of an NDArray (a sparse one's stored values): on the array's own
+    buffer where MXNet lends it (a CPU array, through DLPack: no copy), else copied to numpy a
+    chunk at a time (a whole copy of the largest outputs would add hundreds of MB to the
+    worker's peak memory)."""
     if getattr(array, "stype", "default") != "default":
         array = array.data
+    view = _host_view(array)
+    if view is not None:
+        return audit.count(view)
     flat = array.reshape((-1,))
     if not flat.size:
         return audit.count(array.asnumpy())
-    step = audit.CHUNK_VALUES
+    step = audit.TRANSFER_VALUES
     return audit.count_many(flat[start:start + step].asnumpy() for start in range(0, int(flat.size), step))
+
+
+class _Lent:
+    """A DLPack capsule in the shape numpy's from_dlpack takes (an object that hands it over)."""
+
+    def __init__(self, capsule):
+        self.capsule = capsule
+
+    def __dlpack__(self, stream=None):
+        return self.capsule
+
+    def __dlpack_device__(self):
+        return (1, 0)  # kDLCPU
+
+
+def _host_view(array):
+    """A read-only numpy view of a CPU NDArray's buffer (after its pending writes), or None where
+    MXNet (before DLPack) or numpy (before from_dlpack) cannot lend it, and for a boolean array
+    (numpy refuses DLPack's bool, and a refused capsule's deleter errs in MXNet's ctypes)."""
+    import numpy as np
+
+    from_dlpack = getattr(np, "from_dlpack", None) or getattr(np, "_from_dlpack", None)
+    if from_dlpack is None or array.context.device_type != "cpu" or not hasattr(array, "to_dlpack_for_read") \
+            or np.dtype(array.dtype).kind not in "fiu":
+        return None
+    try:
+        return from_dlpack(_Lent(array.to_dlpack_for_read()))
+    except (TypeError, ValueError, BufferError, RuntimeError):
+        return None
 
 
 def _named_inputs(materialized) -> Dict[str, Any]:

@@ -8,10 +8,11 @@ timed loop resets every input gradient to None after each iteration, so that bac
 times an accumulation, and nothing of the timed backwards is left to read. The gradients are
 reset afterwards, as after every timed backward.
 
-benchcore.measure.audit counts numpy arrays; a tensor reaches it as follows: a large one a chunk at a
-time (CHUNK_VALUES, so a CUDA tensor is not copied to the host whole); bfloat16 widened to
-float32, which is exact and keeps every class (bfloat16 is float32's upper half: same
-exponent, so the same NaN, infinities and subnormals), and judged as float32; complex as its
+benchcore.measure.audit counts numpy arrays; a tensor reaches it as follows: a CPU tensor as a view of
+its own buffer (no copy); a CUDA one a chunk at a time (TRANSFER_VALUES, so it is not copied to
+the host whole); bfloat16 widened to float32, which is exact and keeps every class (bfloat16 is
+float32's upper half: same exponent, so the same NaN, infinities and subnormals), and judged as
+float32; complex as its
 real and imaginary parts; a sparse tensor as its dense values; a ZeroTensor (autograd's
 zeros, never materialized) as zeros.
 
@@ -40,11 +41,14 @@ def count_tensor(tensor) -> dict:
         t = torch.view_as_real(t.resolve_conj())
     widened = t.dtype == torch.bfloat16
     flat = t.reshape(-1).float() if widened else t.reshape(-1)
-    step = audit.CHUNK_VALUES
-    # one (empty) chunk for an empty tensor, so its counts carry its dtype
-    # numpy(force=True): also a conjugated, negated or ZeroTensor view (sgn's gradient), and a CUDA one
-    chunks = (flat[start:start + step].numpy(force=True) for start in range(0, max(flat.numel(), 1), step))
-    counts = audit.count_many(chunks)
+    # numpy(force=True): also a conjugated, negated or ZeroTensor view (sgn's gradient), and a CUDA one;
+    # a plain CPU tensor's is a view of its own buffer, counted in place
+    if flat.device.type == "cpu":
+        counts = audit.count(flat.numpy(force=True))
+    else:  # one (empty) chunk for an empty tensor, so its counts carry its dtype
+        step = audit.TRANSFER_VALUES
+        counts = audit.count_many(flat[start:start + step].numpy(force=True)
+                                  for start in range(0, max(flat.numel(), 1), step))
     return dict(counts, dtype="bfloat16") if widened else counts
 
 
@@ -85,10 +89,9 @@ def audit_case(workload: Workload, first, args, kwargs, expected: Optional[str] 
 
 def add_audit(metrics: dict, options: dict, workload: Workload, sample: tuple, expected: Optional[str]) -> None:
     """metrics["audit"], or null with the reason under `missing`: --no-audit, or the audit pass
-    itself failed (the timed figures are kept either way)."""
-    if options.get("audit") is False:
-        metrics["audit"] = None
-        metrics["missing"]["audit"] = "not asked for (--no-audit)"
+    itself failed (the timed figures are kept either way); none when an earlier round audited
+    the case (benchcore.audit.wanted)."""
+    if not audit.wanted(metrics, options):
         return
     try:
         metrics["audit"] = audit_case(workload, *sample, expected=expected)
