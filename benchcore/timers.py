@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import gc
 import time
-from typing import Any, Callable, Tuple
+from typing import Any, Callable, Optional, Tuple
 
 
 class PerfCounterTimer:
@@ -37,17 +37,21 @@ class PerfCounterTimer:
 
 
 class CudaEventTimer:
-    """torch.cuda.Event pairs recorded on the current stream; elapsed_time is in ms.
+    """torch.cuda.Event pairs recorded on the device's current stream; elapsed_time is in ms.
 
     The stream is idle after the preceding sync, so the start event is stamped at once: the
     elapsed time is the stream's span from there to the end event, launch latency and host
     gaps between kernels included (close to wall time for small, launch-bound models, as in
     fastrnns); no host-side sync is needed inside the region.
+
+    `device` names the stream's device ("cuda:1"; None: the current one). With flush_l2 a
+    buffer larger than the L2 cache is zeroed before each call (L2Flush): cold-cache timing, as
+    triton's do_bench does; off by default, the warm-cache timing of opperf and fastrnns.
     """
 
     name = "cuda_event"
 
-    def __init__(self, sync: Callable[[], None]):
+    def __init__(self, sync: Callable[[], None], device: Optional[str] = None, flush_l2: bool = False):
         import torch  # lazily: benchcore imports no framework at module level
 
         if not torch.cuda.is_available():
@@ -56,23 +60,41 @@ class CudaEventTimer:
             raise UsageError("CUDA-event timing needs a CUDA device, and torch sees none; use --device cpu")
         self._torch = torch
         self.sync = sync
+        self.stream = torch.cuda.current_stream(device)
+        self.flush = L2Flush(device) if flush_l2 else None
 
     def time(self, fn: Callable[[], Any]) -> Tuple[Any, float]:
         torch = self._torch
         start = torch.cuda.Event(enable_timing=True)
         end = torch.cuda.Event(enable_timing=True)
+        if self.flush:
+            self.flush()
         self.sync()
         gc_was_enabled = gc.isenabled()
         gc.disable()
         try:
-            start.record()
+            start.record(self.stream)
             result = fn()
-            end.record()
+            end.record(self.stream)
             end.synchronize()
         finally:
             if gc_was_enabled:
                 gc.enable()
         return result, float(start.elapsed_time(end))
+
+
+class L2Flush:
+    """Evict the GPU's L2 cache: zero a buffer twice its size on the current stream (queued
+    before the start event, so its time is never the call's)."""
+
+    def __init__(self, device: Optional[str] = None):
+        import torch
+
+        size = int(torch.cuda.get_device_properties(device).L2_cache_size)
+        self.buffer = torch.empty(2 * max(size, 1), dtype=torch.uint8, device=device or "cuda")
+
+    def __call__(self) -> None:
+        self.buffer.zero_()
 
 
 class PhaseMarker:
@@ -89,8 +111,9 @@ class PhaseMarker:
         return marked
 
 
-def timer_for(device: str, sync: Callable[[], None]):
-    """CUDA events on a CUDA device, perf_counter + sync everywhere else."""
+def timer_for(device: str, sync: Callable[[], None], flush_l2: bool = False):
+    """CUDA events on a CUDA device (on its stream; flush_l2: cold-cache, see CudaEventTimer),
+    perf_counter + sync everywhere else."""
     if str(device).startswith("cuda"):
-        return CudaEventTimer(sync)
+        return CudaEventTimer(sync, str(device), flush_l2)
     return PerfCounterTimer(sync)
