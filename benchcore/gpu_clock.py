@@ -47,9 +47,10 @@ class ClockReading:
         return {**asdict(self), "throttled": self.throttled, "warning": self.warning}
 
 
-def smi_command(device: str) -> List[str]:
-    """nvidia-smi's query for one GPU; `device` is what -i takes (an index or a PCI bus id)."""
-    return ["nvidia-smi", f"--query-gpu={SMI_FIELDS}", "--format=csv,noheader,nounits", "-i", device]
+def smi_command(gpu_uuid: str) -> List[str]:
+    """nvidia-smi's query for one GPU, named by its UUID ("GPU-…"), which CUDA_VISIBLE_DEVICES
+    does not renumber as it does indices."""
+    return ["nvidia-smi", f"--query-gpu={SMI_FIELDS}", "--format=csv,noheader,nounits", "-i", gpu_uuid]
 
 
 def _number(text: str) -> Optional[float]:
@@ -59,10 +60,10 @@ def _number(text: str) -> Optional[float]:
         return None
 
 
-def read_smi(device: str, run: Callable = subprocess.run, which: Callable = shutil.which) -> Optional[ClockReading]:
+def read_smi(gpu_uuid: str, run: Callable = subprocess.run, which: Callable = shutil.which) -> Optional[ClockReading]:
     if not which("nvidia-smi"):
         return None
-    done = run(smi_command(device), capture_output=True, text=True, timeout=30)
+    done = run(smi_command(gpu_uuid), capture_output=True, text=True, timeout=30)
     lines = done.stdout.strip().splitlines() if done.returncode == 0 else []
     values = [_number(v) for v in lines[0].split(",")] if lines else []
     if len(values) != 3 or values[0] is None:
@@ -70,14 +71,14 @@ def read_smi(device: str, run: Callable = subprocess.run, which: Callable = shut
     return ClockReading(sm_mhz=values[0], default_mhz=values[1], max_mhz=values[2], source="nvidia-smi")
 
 
-def read_nvml(pci_bus_id: str) -> Optional[ClockReading]:
+def read_nvml(gpu_uuid: str) -> Optional[ClockReading]:
     try:
         import pynvml
     except ImportError:
         return None
     try:
         pynvml.nvmlInit()
-        handle = pynvml.nvmlDeviceGetHandleByPciBusId(pci_bus_id)
+        handle = pynvml.nvmlDeviceGetHandleByUUID(gpu_uuid)
         sm = pynvml.nvmlDeviceGetClockInfo(handle, pynvml.NVML_CLOCK_SM)
         default = _optional(lambda: pynvml.nvmlDeviceGetDefaultApplicationsClock(handle, pynvml.NVML_CLOCK_GRAPHICS))
         top = _optional(lambda: pynvml.nvmlDeviceGetMaxClockInfo(handle, pynvml.NVML_CLOCK_SM))
@@ -95,10 +96,10 @@ def _optional(read: Callable[[], float]) -> Optional[float]:
         return None
 
 
-def sm_clock(pci_bus_id: str) -> dict:
+def sm_clock(gpu_uuid: str) -> dict:
     """{"sm_mhz", "default_mhz", "max_mhz", "source", "throttled", "warning"}, or
     {"missing": why} where neither NVML nor nvidia-smi can tell."""
-    reading = read_nvml(pci_bus_id) or read_smi(pci_bus_id)
+    reading = read_nvml(gpu_uuid) or read_smi(gpu_uuid)
     if reading is None:
         return {"missing": "neither pynvml nor nvidia-smi could read the SM clock"}
     return reading.to_dict()

@@ -44,14 +44,15 @@ class CudaEventTimer:
     gaps between kernels included (close to wall time for small, launch-bound models, as in
     fastrnns); no host-side sync is needed inside the region.
 
-    `device` names the stream's device ("cuda:1"; None: the current one). With flush_l2 a
-    buffer larger than the L2 cache is zeroed before each call (L2Flush): cold-cache timing, as
-    triton's do_bench does; off by default, the warm-cache timing of opperf and fastrnns.
+    `device` names the stream's device ("cuda:1"; None: the current one). `flush`, when
+    given, runs before each call's sync (an L2Flush: cold-cache timing, as triton's do_bench
+    does); timer_for leaves it off unless asked: the warm-cache timing of opperf and fastrnns.
     """
 
     name = "cuda_event"
 
-    def __init__(self, sync: Callable[[], None], device: Optional[str] = None, flush_l2: bool = False):
+    def __init__(self, sync: Callable[[], None], device: Optional[str] = None,
+                 flush: Optional[Callable[[], None]] = None):
         import torch  # lazily: benchcore imports no framework at module level
 
         if not torch.cuda.is_available():
@@ -61,7 +62,7 @@ class CudaEventTimer:
         self._torch = torch
         self.sync = sync
         self.stream = torch.cuda.current_stream(device)
-        self.flush = L2Flush(device) if flush_l2 else None
+        self.flush = flush
 
     def time(self, fn: Callable[[], Any]) -> Tuple[Any, float]:
         torch = self._torch
@@ -84,14 +85,14 @@ class CudaEventTimer:
 
 
 class L2Flush:
-    """Evict the GPU's L2 cache: zero a buffer twice its size on the current stream (queued
-    before the start event, so its time is never the call's)."""
+    """Evict the GPU's L2 cache: zero a buffer twice its size on the current stream, before
+    the sync that precedes the start event (so its time is never the call's)."""
 
-    def __init__(self, device: Optional[str] = None):
+    def __init__(self, device: str):
         import torch
 
-        size = int(torch.cuda.get_device_properties(device).L2_cache_size)
-        self.buffer = torch.empty(2 * max(size, 1), dtype=torch.uint8, device=device or "cuda")
+        self.bytes = 2 * max(int(torch.cuda.get_device_properties(device).L2_cache_size), 1)
+        self.buffer = torch.empty(self.bytes, dtype=torch.uint8, device=device)
 
     def __call__(self) -> None:
         self.buffer.zero_()
@@ -115,5 +116,5 @@ def timer_for(device: str, sync: Callable[[], None], flush_l2: bool = False):
     """CUDA events on a CUDA device (on its stream; flush_l2: cold-cache, see CudaEventTimer),
     perf_counter + sync everywhere else."""
     if str(device).startswith("cuda"):
-        return CudaEventTimer(sync, str(device), flush_l2)
+        return CudaEventTimer(sync, str(device), L2Flush(str(device)) if flush_l2 else None)
     return PerfCounterTimer(sync)

@@ -92,9 +92,9 @@ def probe_kernel(mx, index: int) -> None:
     try:
         (mx.nd.ones((1,), ctx=mx.gpu(index)) + 1).asnumpy()
     except mx.base.MXNetError as exc:
-        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
+        last = (str(exc).strip().splitlines() or [type(exc).__name__])[-1][:200]  # MXNet's message ends its text
         if "no kernel image" not in str(exc):
-            raise UsageError(f"--ctx {text}: a one-element kernel failed there ({first}); "
+            raise UsageError(f"--ctx {text}: a one-element kernel failed there ({last}); "
                              "check the GPU with nvidia-smi or use --ctx cpu") from None
         sm = _compute_capability(mx, index)
         raise UsageError(

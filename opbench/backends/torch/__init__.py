@@ -93,7 +93,10 @@ class TorchBackend:
                 raise UsageError(f"unknown category {category!r}; choose from {', '.join(CATEGORIES)}")
         if args.size_target is None:
             args.size_target = 4096 if args.tiny else DEFAULT_SIZE_TARGET
-        return check_device(parse_device(args.device or "cpu"))
+        device = check_device(parse_device(args.device or "cpu"))
+        if getattr(args, "flush_l2", False) and not device.startswith("cuda"):
+            raise UsageError("--flush-l2 evicts a GPU's L2 cache; it needs --device cuda (or cuda:N)")
+        return device
 
     def manifest(self, args, device: str):
         from .manifest import obtain
@@ -131,8 +134,10 @@ class TorchBackend:
         specs = [case_spec(e, manifest.digests[(e["name"], e.get("variant") or "")], args.dtype, device, args.seed)
                  for e in entries]
         skipped = [(_label(i), i["reason"]) for i in left_out]
-        options = {"manifest": str(manifest.path), "manifest_sha256": manifest.sha256}
-        settings = {"device": device, "size_target": manifest.header.get("size_target"), "manifest": manifest.record()}
+        flush_l2 = bool(getattr(args, "flush_l2", False))
+        options = {"manifest": str(manifest.path), "manifest_sha256": manifest.sha256, "flush_l2": flush_l2}
+        settings = {"device": device, "size_target": manifest.header.get("size_target"), "manifest": manifest.record(),
+                    "flush_l2": flush_l2}
         return Plan(shard_specs(specs, parse_shard(args.shard)), skipped, sorted(excluded), options, settings,
                     {"manifest": manifest.record()})
 

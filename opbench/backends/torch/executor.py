@@ -41,6 +41,7 @@ from typing import Any, Dict, List, Optional
 
 from benchcore.case import CaseSpec, Workload
 from benchcore.errors import SkipCase, UsageError
+from benchcore.gpu_clock import sm_clock
 from benchcore.memory import peak_rss, reset_peak_rss, resident_bytes
 from benchcore.runner import RunSettings, run_workload
 from benchcore.timers import PhaseMarker, timer_for
@@ -157,7 +158,7 @@ class RangeTimer:
         return result, ms
 
 
-def warm_up(workload: Workload, settings: RunSettings, device: str) -> float:
+def warm_up(workload: Workload, settings: RunSettings, timer) -> float:
     """The warmup calls, timed as the measured ones are (their time counts in timed_total_ms).
 
     Run before the device memory baseline is read: the first matmul in a worker makes cuBLAS
@@ -166,17 +167,17 @@ def warm_up(workload: Workload, settings: RunSettings, device: str) -> float:
     if not settings.warmup:
         return 0.0
     warm = RunSettings(warmup=0, runs=settings.warmup, run_backward=settings.run_backward)
-    return run_workload(workload, warm, timer_for(device, workload.sync)).timed_total_ms
+    return run_workload(workload, warm, timer).timed_total_ms
 
 
-def run_python(workload: Workload, settings: RunSettings, device: str) -> dict:
-    outcome = run_workload(workload, settings, timer_for(device, workload.sync))
+def run_python(workload: Workload, settings: RunSettings, timer) -> dict:
+    outcome = run_workload(workload, settings, timer)
     metrics = outcome.to_dict()
     metrics["profiler"] = None
     return metrics
 
 
-def run_native(workload: Workload, settings: RunSettings, device: str, aten_name: Optional[str]) -> dict:
+def run_native(workload: Workload, settings: RunSettings, device: str, aten_name: Optional[str], timer) -> dict:
     """The measured runs under the profiler (see the module docstring); the warmup ran before."""
     from torch.profiler import ProfilerActivity, profile
 
@@ -185,11 +186,11 @@ def run_native(workload: Workload, settings: RunSettings, device: str, aten_name
                       backward_setup=workload.backward_setup,
                       backward=marker.marking("backward", workload.backward) if workload.backward else None,
                       zero_grad=workload.zero_grad, device=workload.device)
-    timer = RangeTimer(timer_for(device, workload.sync), marker)
+    ranged = RangeTimer(timer, marker)
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.startswith("cuda") else [])
     with profile(activities=activities) as prof:
-        outcome = run_workload(marked, settings, timer, resolution_ms=RESOLUTION_MS)
-    phases = phase_summaries(prof.events(), timer.phases, device.startswith("cuda"), aten_name)
+        outcome = run_workload(marked, settings, ranged, resolution_ms=RESOLUTION_MS)
+    phases = phase_summaries(prof.events(), ranged.phases, device.startswith("cuda"), aten_name)
     metrics = outcome.to_dict()
     missing = {f"profiler.{phase}": "phase not run" for phase in ("forward", "backward") if phases.get(phase) is None}
     metrics["profiler"] = {"engine": "torch-profiler", "device": device, "forward": phases.get("forward"),
@@ -199,23 +200,35 @@ def run_native(workload: Workload, settings: RunSettings, device: str, aten_name
 
 
 def run_engine(workload: Workload, settings: RunSettings, device: str, engine: str,
-               aten_name: Optional[str]) -> dict:
+               aten_name: Optional[str], flush_l2: bool = False) -> dict:
     """Warmup, then the device memory baseline, then the engine's measured runs; the metrics
-    with the warmup counted and the measured runs' device memory peak."""
-    warm_total = warm_up(workload, settings, device)
+    with the warmup counted, the measured runs' device memory peak and, on CUDA, the SM clock
+    right after them (benchcore.gpu_clock). flush_l2: cold-cache timing (benchcore.timers.L2Flush)."""
+    timer = timer_for(device, workload.sync, flush_l2)  # before the baseline: a flush buffer is the worker's
+    warm_total = warm_up(workload, settings, timer)
     memory = _device_memory_start(device)
     measured = RunSettings(**{**settings.to_dict(), "warmup": 0})
     if engine == "python":
-        metrics = run_python(workload, measured, device)
+        metrics = run_python(workload, measured, timer)
     else:
-        metrics = run_native(workload, measured, device, aten_name)
+        metrics = run_native(workload, measured, device, aten_name, timer)
+    metrics["flush_l2"] = flush_l2
     metrics["warmup"] = settings.warmup
     metrics["timed_total_ms"] += warm_total
     metrics["missing"] = dict(metrics.get("missing") or {})
     metrics["peak_bytes"], why = _device_memory_peak(device, memory)
     if why:
         metrics["missing"]["peak_bytes"] = why
+    if device.startswith("cuda"):
+        metrics["sm_clock"] = sm_clock(gpu_uuid(device))
     return metrics
+
+
+def gpu_uuid(device: str) -> str:
+    """The GPU's UUID as NVML and nvidia-smi name it ("GPU-…")."""
+    import torch
+
+    return f"GPU-{torch.cuda.get_device_properties(torch.device(device)).uuid}"
 
 
 def phase_summaries(events, phases: List[str], on_device: bool, aten_name: Optional[str]) -> Dict[str, dict]:
@@ -346,7 +359,7 @@ def _run_case(spec: CaseSpec, options: dict, engine: str, device: str) -> dict:
     peak_reset = reset_peak_rss()
     workload = build_workload(fn, first, args, kwargs, backward, device, seed)
     run_settings = RunSettings(**{**settings.to_dict(), "run_backward": backward})
-    metrics = run_engine(workload, run_settings, device, engine, entry.get("aten_name"))
+    metrics = run_engine(workload, run_settings, device, engine, entry.get("aten_name"), bool(options.get("flush_l2")))
     metrics["engine"] = engine
     metrics["framework"] = "torch"
     if not backward:

@@ -268,6 +268,16 @@ def _now() -> str:
     return now_iso()
 
 
+def require_expecttest() -> None:
+    """Discovery reads OpInfo (torch.testing._internal), which imports expecttest: a small extra
+    (in `.[torch]`) that only building a manifest needs; a sweep on a given manifest runs without it."""
+    import importlib.util
+
+    if importlib.util.find_spec("expecttest") is None:
+        raise UsageError("discovering torch's operators reads OpInfo, which needs expecttest: pip install expecttest "
+                         "(or pip install -e '.[torch]'), or pass --manifest with a manifest built where it is installed")
+
+
 def obtain(path: Optional[str], dtype: str, device: str, size_target: int, seed: int,
            say: Callable[[str], None]) -> Manifest:
     """--manifest PATH (read it; build it there if it does not exist), else the cached one
@@ -277,6 +287,7 @@ def obtain(path: Optional[str], dtype: str, device: str, size_target: int, seed:
         manifest = load(target)
         check_matches(manifest, dtype, device)
         return manifest
+    require_expecttest()
     say(f"discovering PyTorch operators for {dtype} on {device} (size target {size_target}); "
         f"once per torch version, cached in {target}")
     return build(target, dtype, device, size_target, seed, say=say)
