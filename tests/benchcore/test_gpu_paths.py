@@ -119,7 +119,7 @@ def test_a_cuda_case_records_its_sm_clock(monkeypatch):
     FakeCuda().install(monkeypatch)
     seen = []
     monkeypatch.setattr(executor, "sm_clock", lambda uuid: seen.append(uuid) or {"sm_mhz": 1980.0})
-    workload = Workload(forward=lambda: None, sync=executor._sync_for("cuda:1"), device="cuda")
+    workload = Workload(forward=lambda: None, sync=executor.sync_for("cuda:1"), device="cuda")
     metrics = executor.run_engine(workload, RunSettings(warmup=0, runs=2), "cuda:1", "python", None)
     assert metrics["sm_clock"] == {"sm_mhz": 1980.0} and seen == ["GPU-00000001-1111-2222-3333-444444444444"]
     assert metrics["flush_l2"] is False

@@ -48,7 +48,7 @@ def test_real_cpu_profile_still_reads_the_same():
 
 def test_a_case_on_cuda_1_syncs_times_and_measures_device_1(monkeypatch):
     fake = FakeCuda().install(monkeypatch)
-    workload = Workload(forward=lambda: None, sync=executor._sync_for("cuda:1"), device="cuda")
+    workload = Workload(forward=lambda: None, sync=executor.sync_for("cuda:1"), device="cuda")
     with executor.device_context("cuda:1"):
         metrics = executor.run_engine(workload, RunSettings(warmup=2, runs=3), "cuda:1", "python", None)
     assert fake.entered == [1] and fake.current == 0  # made current for the case, then restored
@@ -58,7 +58,7 @@ def test_a_case_on_cuda_1_syncs_times_and_measures_device_1(monkeypatch):
 
 def test_cuda_peak_bytes_leave_out_the_first_matmuls_workspace(monkeypatch):
     fake = FakeCuda().install(monkeypatch)
-    workload = Workload(forward=fake.matmul_call, sync=executor._sync_for("cuda:0"), device="cuda")
+    workload = Workload(forward=fake.matmul_call, sync=executor.sync_for("cuda:0"), device="cuda")
     metrics = executor.run_engine(workload, RunSettings(warmup=1, runs=3), "cuda:0", "python", None)
     assert metrics["peak_bytes"] == 1024  # the case's own; not 4 MiB + 1 KiB
     assert metrics["warmup"] == 1 and metrics["timed_total_ms"] == pytest.approx(0.25 * 4)

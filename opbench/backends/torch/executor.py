@@ -66,7 +66,7 @@ def _manifest(path: str, sha256: Optional[str]):
     return manifest
 
 
-def _sync_for(device: str):
+def sync_for(device: str):
     """Wait for the case's own device: a bare torch.cuda.synchronize() waits for the current
     device, which for `cuda:N` is the case's only while device_context is entered."""
     if device.startswith("cuda"):
@@ -100,7 +100,7 @@ def build_workload(fn, first, args, kwargs, with_backward: bool, device: str, se
 
     from .sample import tensors_in
 
-    sync = _sync_for(device)
+    sync = sync_for(device)
 
     def forward():
         return fn(first, *args, **kwargs)
