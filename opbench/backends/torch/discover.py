@@ -37,7 +37,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from benchcore.memory import peak_rss, reset_peak_rss, resident_bytes
 
-from . import overrides
+from . import matches, overrides
 from .callables import LAMBDA, LAMBDAS, callable_for, resolve
 from .categories import category_of
 from .executor import sync_for
@@ -417,6 +417,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--only", default=None, help="JSON list of [name, variant] to discover (default: all)")
     parser.add_argument("--skip", default=None, help="JSON list of [name, variant] to pass over")
+    parser.add_argument("--names", default=None, help="JSON list of --ops patterns: only the entries they name")
     parser.add_argument("--progress", required=True, help="JSON Lines output")
     args = parser.parse_args(argv)
     warnings.simplefilter("ignore")
@@ -424,10 +425,12 @@ def main(argv: Optional[List[str]] = None) -> int:
 
     only = {tuple(k) for k in json.loads(args.only)} if args.only else None
     skip = {tuple(k) for k in json.loads(args.skip)} if args.skip else set()
+    names = json.loads(args.names) if args.names else None
     with open(args.progress, "a") as out:
         for op in op_db:
             key = (op.name, op.variant_test_name)
-            if key in skip or (only is not None and key not in only):
+            if key in skip or (only is not None and key not in only) or (
+                    names is not None and not any(matches({"name": key[0], "variant": key[1]}, p) for p in names)):
                 continue
             _line(out, {"start": list(key)})
             try:
