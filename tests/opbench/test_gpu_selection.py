@@ -72,3 +72,13 @@ def test_no_gpu_at_all_is_said_so(cuda_mxnet):
     ({"device": "cuda"}, True), ({"device": "cuda:1"}, True), ({"device": "cpu"}, False), ({}, False)])
 def test_torch_and_mxnet_cases_claim_gpus(params, gpu):
     assert uses_gpu(CaseSpec("opbench", "x", params)) is gpu
+
+
+def test_flush_l2_needs_a_cuda_device(tmp_path, capsys, monkeypatch):
+    from opbench.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    assert main(["--framework", "torch", "--device", "cpu", "--flush-l2", "--ops", "add"]) == 2
+    assert capsys.readouterr().err == ("opbench: error: --flush-l2 evicts a GPU's L2 cache; it needs --device cuda "
+                                       "(or cuda:N)\n")
+    assert not list(tmp_path.iterdir())
