@@ -7,7 +7,6 @@ from __future__ import annotations
 import subprocess
 
 import pytest
-import torch
 
 from benchcore.case import CaseSpec
 from benchcore.gpu_clock import SMI_FIELDS, ClockReading, read_smi, sm_clock, smi_command
