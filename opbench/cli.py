@@ -98,6 +98,10 @@ def build_parser(backend, ab: bool = False) -> ArgumentParser:
     opperf = parser.add_argument_group("opperf's flags")
     opperf.add_argument("--ctx", default=None, help="MXNet: cpu, cpu(N), gpu or gpu(N) (default cpu)")
     opperf.add_argument("--device", default=None, help="torch: cpu, cuda or cuda:N (default cpu)")
+    if torch:
+        opperf.add_argument("--flush-l2", action="store_true",
+                            help="CUDA: evict the L2 cache before each timed call (cold-cache timing, as triton's "
+                                 "do_bench; default: warm cache, as opperf)")
     opperf.add_argument("--dtype", default="float32", help=f"dtype of every tensor (default float32; "
                                                            f"{backend.name}: {', '.join(backend.dtypes)})")
     if not ab:

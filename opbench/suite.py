@@ -93,7 +93,9 @@ def recompute_averages(data) -> None:
 
 
 def uses_gpu(spec) -> bool:
-    return str(spec.params.get("ctx", "cpu")).startswith("gpu")
+    """Whether a case runs on a GPU: an MXNet case's ctx ("gpu(N)") or a torch case's device ("cuda:N")."""
+    params = spec.params
+    return str(params.get("ctx", "cpu")).startswith("gpu") or str(params.get("device", "cpu")).startswith("cuda")
 
 
 def declare(executor: str, frameworks: Tuple[str, ...], combine_rounds: Callable[[List[dict]], dict]) -> Suite:

@@ -26,16 +26,27 @@ def _get(event, *names, default=0.0):
     return default
 
 
+def row_name(event) -> str:
+    """The entry an event's row goes to: its key for a host-side row; with " [CUDA]" (its device
+    type) for a device-side one. With CUDA activity torch keeps a device-side row beside the
+    CPU row of every record_function range (its gpu_user_annotation, device_type CUDA): merged
+    by key alone, a range would count twice and average half its time."""
+    device_type = getattr(event, "device_type", None)
+    kind = getattr(device_type, "name", None) or "CPU"
+    return event.key if kind == "CPU" else f"{event.key} [{kind}]"
+
+
 def parse_key_averages(events: Iterable) -> Dict[str, dict]:
     """{operator or range name: statistics} from `profiler.key_averages()`.
 
-    Events with the same key (key averages may split them by input shape or stack) are merged.
+    Rows with the same name on the same side (key averages may split them by input shape or
+    stack) are merged; device-side rows stay apart (row_name).
     """
     stats: Dict[str, dict] = {}
     for event in events:
         count = int(_get(event, "count", default=0))
         total_ms = float(_get(event, "cpu_time_total")) / US_PER_MS
-        entry = stats.setdefault(event.key, {
+        entry = stats.setdefault(row_name(event), {
             "count": 0, "total_ms": 0.0, "avg_ms": None, "self_ms": 0.0,
             "device_total_ms": 0.0, "device_self_ms": 0.0,
             "cpu_memory_bytes": 0, "device_memory_bytes": 0,

@@ -184,10 +184,19 @@ def external_profile(tool_name: str, output_dir: Path, runners: Sequence[str], s
                      options: Dict[str, object], overwrite: bool = False,
                      capability: Callable[[], Optional[Tuple[int, int]]] = compute_capability,
                      now: Optional[datetime.datetime] = None, run=None) -> ExternalProfile:
-    """Re-run the internal loop under nsys or nvprof; the report lands in output_dir."""
+    """Re-run the internal loop under nsys or nvprof; the report lands in output_dir.
+
+    Refused before anything runs: a CPU device (both tools trace CUDA kernels and NVTX ranges,
+    which a CPU run has none of: the report would be empty), then a GPU the tool does not
+    support (nvprof on sm_80 and newer: told to use nsys even where nvprof is not installed,
+    since installing it would not help), then a tool not on PATH."""
     tool = external.get_tool(tool_name)
-    executable = external.find_tool(tool)
+    device = str(options.get("device") or "cpu")
+    if not device.startswith("cuda"):
+        raise UsageError(f"--profiler {tool.name} traces CUDA kernels and NVTX ranges, and --device {device} has none "
+                         "(its report would be empty); use --profiler torch for a CPU profile")
     external.check_supported(tool, capability())
+    executable = external.find_tool(tool)
     folder = prepare_output_dir(output_dir)
     output = Path(str(output_base(folder, runners, sizes, now)) + tool.extension)
     inner = inner_command({**{name: sizes[name] for name in SIZE_DEFAULTS}, **options}, runners)

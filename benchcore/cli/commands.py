@@ -155,7 +155,7 @@ def comparison_text(result, fmt: str, output, plot_dir) -> str:
         data["charts"] = [str(c) for c in charts]
         return json.dumps(data, indent=2, allow_nan=False)
     if fmt == "csv":
-        from benchcore.report.rows import COMPARISON_COLUMNS, comparison_rows, to_csv
+        from benchcore.views.rows import COMPARISON_COLUMNS, comparison_rows, to_csv
 
         return to_csv(comparison_rows(result), COMPARISON_COLUMNS).rstrip("\n")  # emit ends it with one
     from benchcore.views.charts import chart_links_markdown

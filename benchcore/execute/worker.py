@@ -11,6 +11,8 @@ time start when the worker is ready, so they never include a worker's start-up.
 - A worker that dies (segfault, abort, SIGKILL) is recorded as `crashed`, with the signal and
   the tail of its stderr; a worker that does not answer within the timeout is killed and the
   case recorded as `timeout`. A fresh worker takes the next case.
+- A case that failed with a CUDA error (sticky: benchcore.execute.device_errors) is recorded with
+  it, and a fresh worker takes the next case.
 - A worker whose resident memory passes the ceiling is restarted after its case, which keeps
   a long sweep's memory bounded (MXNet's pooled allocator never returns memory to the OS).
 - Every finished result is appended (and flushed) to the checkpoint at once
@@ -46,6 +48,7 @@ from benchcore.execute.checkpoint import (
     check_checkpoint,
     json_default,
 )
+from benchcore.execute.device_errors import leaves_worker_unusable
 from benchcore.measure import reference
 from benchcore.measure.audit import RoundAudits
 from benchcore.measure.case import CaseSpec
@@ -432,7 +435,7 @@ class _Isolated:
             and self.worker.rss_bytes is not None
             and self.worker.rss_bytes > self.memory_limit_bytes
         )
-        if answer["status"] in ("crashed", "timeout") or over_limit:
+        if answer["status"] in ("crashed", "timeout") or over_limit or leaves_worker_unusable(answer):
             self._replace_worker(start=False)
         return answer
 

@@ -12,6 +12,9 @@ def execute(spec, options):
         return {"value": spec.params.get("value", 1), "pid": os.getpid()}
     if action == "raise":
         raise ValueError("bad input for this case")
+    if action == "raise_cuda":  # as torch words a sticky CUDA error
+        raise RuntimeError("CUDA error: an illegal memory access was encountered\n"
+                           "CUDA kernel errors might be asynchronously reported at some other API call")
     if action == "abort":
         sys.stderr.write("about to abort\n")
         sys.stderr.flush()

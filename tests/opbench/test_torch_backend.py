@@ -196,6 +196,7 @@ def test_a_manifest_is_read_back_as_written(manifest):
     assert again.sha256 == manifest.sha256 and again.digests == manifest.digests
 
 
+@pytest.mark.mxnet
 def test_both_backends_scan_their_operators(manifest):
     from argparse import Namespace
 

@@ -2,8 +2,9 @@
 
 This machine has neither a GPU nor nsys/nvprof, so the tools are small Python scripts written
 by the test: each records its argv and the inner run's output to a log, writes the report
-file where the real tool would, and runs the inner command. The test then checks the exact
-command line, that the internal run really ran the runners, and the output path.
+file where the real tool would, and runs the inner command (on the CPU: the outer run's GPU
+is a fake of torch.cuda in the test process, which the child does not have). The test then
+checks the exact command line, that the internal run really ran the runners, and the output path.
 """
 
 from __future__ import annotations
@@ -49,7 +50,8 @@ while i < len(argv) and argv[i].startswith("-"):
     else:
         i += 1
 inner = argv[i:]
-done = subprocess.run(inner, capture_output=True, text=True)
+on_cpu = [("cpu" if before == "--device" else arg) for before, arg in zip([None] + inner, inner)]
+done = subprocess.run(on_cpu, capture_output=True, text=True)
 with open(os.environ["FAKE_TOOL_LOG"], "w") as log:
     json.dump({{"argv": sys.argv, "inner": inner, "inner_stdout": done.stdout,
                "inner_stderr": done.stderr[-2000:], "inner_rc": done.returncode}}, log)
@@ -94,21 +96,22 @@ def expected_inner(runners, nloops=2, sleep="0.0", warmup=5):
     """The inner command; it always carries --warmup, so the inner run warms up outside NVTX."""
     cmd = [sys.executable, "-m", "rnnbench", "profile", "--internal-run"]
     cmd += [arg for name, value in TINY.items() for arg in (f"--{name}", str(value))]
-    cmd += ["--device", "cpu", "--fuser", "te", "--seed", "17", "--nloops", str(nloops), "--sleep-between-seconds", sleep,
+    cmd += ["--device", "cuda", "--fuser", "te", "--seed", "17", "--nloops", str(nloops), "--sleep-between-seconds", sleep,
             "--warmup", str(warmup)]
     return cmd + ["--rnns", *runners]
 
 
-def run_profile(tmp_path, *extra):
+def run_profile(tmp_path, *extra, device="cpu"):
     out_dir = tmp_path / "profout"
     code = main(["profile", *TINY_ARGS, "--rnns", "cudnn", "py", "--nloops", "2", "--sleep-between-seconds", "0",
-                 "--device", "cpu", "--output-dir", str(out_dir), *extra])
+                 "--device", device, "--output-dir", str(out_dir), *extra])
     return code, out_dir
 
 
-def test_nsys_command_line_internal_run_and_output(tmp_path, fake_bin, capsys):
+def test_nsys_command_line_internal_run_and_output(tmp_path, fake_bin, capsys, monkeypatch):
     tool = fake_bin.install("nsys")
-    code, out_dir = run_profile(tmp_path, "--profiler", "nsys")
+    fake_gpu(monkeypatch, (9, 0))
+    code, out_dir = run_profile(tmp_path, "--profiler", "nsys", device="cuda")
     captured = capsys.readouterr()
     assert code == 0, captured.err
     reports = list(out_dir.glob("*.nsys-rep"))
@@ -131,7 +134,7 @@ def test_nvprof_command_line_and_capability_check(tmp_path, fake_bin, capsys, mo
     tool = fake_bin.install("nvprof")
     fake_gpu(monkeypatch, (7, 0))  # Volta: nvprof still works
     out_dir = tmp_path / "profout"
-    code = main(["profile", *TINY_ARGS, "--rnns", "py", "--nloops", "1", "--device", "cpu", "--profiler", "nvprof",
+    code = main(["profile", *TINY_ARGS, "--rnns", "py", "--nloops", "1", "--device", "cuda", "--profiler", "nvprof",
                  "--output-dir", str(out_dir)])
     captured = capsys.readouterr()
     assert code == 0, captured.err
@@ -146,11 +149,36 @@ def test_nvprof_command_line_and_capability_check(tmp_path, fake_bin, capsys, mo
 def test_nvprof_refused_on_ampere_and_newer(tmp_path, fake_bin, capsys, monkeypatch, capability):
     fake_bin.install("nvprof")
     fake_gpu(monkeypatch, capability)
-    code, out_dir = run_profile(tmp_path, "--profiler", "nvprof")
+    code, out_dir = run_profile(tmp_path, "--profiler", "nvprof", device="cuda")
     err = capsys.readouterr().err.strip()
     assert code == 2
     assert len(err.splitlines()) == 1 and "compute capability 8.0" in err and "nsys" in err
     assert not fake_bin.log.exists()  # the tool never ran
+
+
+@pytest.mark.parametrize("capability", [(8, 0), (9, 0)])
+def test_nvprof_refusal_comes_before_the_path_lookup(tmp_path, monkeypatch, capsys, capability):
+    """On sm_80+ without nvprof the user is told to use nsys, not to install nvprof (which could not profile it)."""
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    monkeypatch.setenv("PATH", str(empty))
+    fake_gpu(monkeypatch, capability)
+    code, _ = run_profile(tmp_path, "--profiler", "nvprof", device="cuda")
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and len(err.splitlines()) == 1
+    assert "does not support GPUs of compute capability 8.0" in err and "not found on PATH" not in err
+
+
+@pytest.mark.parametrize("tool", ["nsys", "nvprof"])
+def test_an_external_tool_on_the_cpu_is_refused(tmp_path, fake_bin, capsys, tool):
+    """Both trace CUDA kernels and NVTX ranges: on --device cpu the report would be empty."""
+    fake_bin.install(tool)
+    code, out_dir = run_profile(tmp_path, "--profiler", tool, device="cpu")
+    err = capsys.readouterr().err.strip()
+    assert code == 2
+    assert err == (f"rnnbench: error: --profiler {tool} traces CUDA kernels and NVTX ranges, and --device cpu has none "
+                   "(its report would be empty); use --profiler torch for a CPU profile")
+    assert not fake_bin.log.exists() and not out_dir.exists()
 
 
 @pytest.mark.parametrize("tool", ["nsys", "nvprof"])
@@ -158,7 +186,8 @@ def test_missing_tool_is_a_one_line_usage_error(tmp_path, monkeypatch, capsys, t
     empty = tmp_path / "empty"
     empty.mkdir()
     monkeypatch.setenv("PATH", str(empty))
-    code, _ = run_profile(tmp_path, "--profiler", tool)
+    fake_gpu(monkeypatch, (7, 0))
+    code, _ = run_profile(tmp_path, "--profiler", tool, device="cuda")
     err = capsys.readouterr().err.strip()
     assert code == 2
     assert err.splitlines() == [f"rnnbench: error: {tool} not found on PATH; " + err.split("; ", 1)[1]]
@@ -166,8 +195,9 @@ def test_missing_tool_is_a_one_line_usage_error(tmp_path, monkeypatch, capsys, t
 
 def test_tool_failure_reports_its_stderr(tmp_path, fake_bin, capsys, monkeypatch):
     fake_bin.install("nsys")
+    fake_gpu(monkeypatch, (9, 0))
     monkeypatch.setenv("FAKE_TOOL_FAIL", "unable to initialise the CUDA driver")
-    code, out_dir = run_profile(tmp_path, "--profiler", "nsys")
+    code, out_dir = run_profile(tmp_path, "--profiler", "nsys", device="cuda")
     err = capsys.readouterr().err
     assert code == 1
     assert "nsys exited with status 3" in err and "unable to initialise the CUDA driver" in err

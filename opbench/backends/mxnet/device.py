@@ -59,7 +59,8 @@ def require_int64() -> None:
 
 
 def check_ctx(ctx) -> str:
-    """Validate a context against this MXNet: "gpu" needs a CUDA build and that many GPUs."""
+    """Validate a context against this MXNet: "gpu" needs a CUDA build, that many GPUs, and a
+    GPU this MXNet has kernels for (probe_kernel)."""
     kind, index = parse_ctx("cpu" if ctx is None else ctx)
     text = f"{kind}({index})"
     if kind == "gpu":
@@ -70,9 +71,43 @@ def check_ctx(ctx) -> str:
                 f"--ctx {text}: the installed mxnet {mx.__version__} has no CUDA support; install a CUDA build "
                 f"(pip install mxnet-cu112=={mx.__version__}, matching your CUDA version: mxnet-cuXXX) or use --ctx cpu")
         count = mx.context.num_gpus()
+        if count == 0:
+            raise UsageError(f"--ctx {text}: MXNet sees no GPU (check the driver and CUDA_VISIBLE_DEVICES) or use --ctx cpu")
         if index >= count:
             raise UsageError(f"--ctx {text}: MXNet sees {count} GPU(s); choose gpu(0)..gpu({count - 1})")
+        probe_kernel(mx, index)
     return text
+
+
+#: the newest architecture the CUDA wheels of MXNet 1.9.1 carry machine code for (they carry no PTX)
+WHEEL_NEWEST_SM = 86
+
+
+def probe_kernel(mx, index: int) -> None:
+    """Run a one-element kernel on gpu(index), so a GPU this MXNet has no code for is refused in
+    one line before any case runs: the CUDA wheels of 1.9.1 carry machine code for sm_50 to
+    sm_86 and no PTX the driver could compile, so on a Hopper GPU (sm_90) every kernel fails
+    with "no kernel image is available for execution on the device"."""
+    text = f"gpu({index})"
+    try:
+        (mx.nd.ones((1,), ctx=mx.gpu(index)) + 1).asnumpy()
+    except mx.base.MXNetError as exc:
+        last = (str(exc).strip().splitlines() or [type(exc).__name__])[-1][:200]  # MXNet's message ends its text
+        if "no kernel image" not in str(exc):
+            raise UsageError(f"--ctx {text}: a one-element kernel failed there ({last}); "
+                             "check the GPU with nvidia-smi or use --ctx cpu") from None
+        sm = _compute_capability(mx, index)
+        raise UsageError(
+            f"--ctx {text}: mxnet {mx.__version__} has no kernels for this GPU ({sm}): its CUDA wheels carry "
+            f"code up to sm_{WHEEL_NEWEST_SM} and no PTX; use a GPU of sm_{WHEEL_NEWEST_SM} or older, "
+            "an MXNet built from source for this architecture, or --ctx cpu") from None
+
+
+def _compute_capability(mx, index: int) -> str:
+    try:
+        return f"sm_{mx.util.get_cuda_compute_capability(mx.gpu(index))}"
+    except (OSError, ValueError, AttributeError):
+        return "architecture unknown"
 
 
 def int64_tensor_flag(value) -> bool:

@@ -93,12 +93,17 @@ class TorchBackend:
                 raise UsageError(f"unknown category {category!r}; choose from {', '.join(CATEGORIES)}")
         if args.size_target is None:
             args.size_target = 4096 if args.tiny else DEFAULT_SIZE_TARGET
-        return check_device(parse_device(args.device or "cpu"))
+        device = check_device(parse_device(args.device or "cpu"))
+        if getattr(args, "flush_l2", False) and not device.startswith("cuda"):
+            raise UsageError("--flush-l2 evicts a GPU's L2 cache; it needs --device cuda (or cuda:N)")
+        return device
 
-    def manifest(self, args, device: str):
+    def manifest(self, args, device: str, ops: Optional[List[str]] = None):
+        """The manifest (manifest.obtain); `ops`: a sweep's --ops, which limit a discovery that
+        has no full manifest to start from to the entries they name."""
         from .manifest import obtain
 
-        manifest = obtain(args.manifest, args.dtype, device, args.size_target, DISCOVERY_SEED, _say)
+        manifest = obtain(args.manifest, args.dtype, device, args.size_target, DISCOVERY_SEED, _say, names=ops)
         built_for = manifest.header.get("size_target")
         if args.manifest and args.size_target_given and built_for != args.size_target:
             raise UsageError(f"--manifest {args.manifest} was built for --size-target {built_for}, not "
@@ -124,7 +129,7 @@ class TorchBackend:
         from benchcore.cli.options import parse_shard
         from benchcore.execute.rounds import shard_specs
 
-        manifest = self.manifest(args, device)
+        manifest = self.manifest(args, device, split(args.ops))
         entries, left_out = _select(manifest, split(args.ops), split(args.category))
         excluded = _excluded(manifest, entries, left_out, split(args.exclude))
         entries = [e for e in entries if _label(e) not in excluded and e["name"] not in excluded]
@@ -132,8 +137,10 @@ class TorchBackend:
         specs = [case_spec(e, manifest.digests[(e["name"], e.get("variant") or "")], args.dtype, device, args.seed)
                  for e in entries]
         skipped = [(_label(i), i["reason"]) for i in left_out]
-        options = {"manifest": str(manifest.path), "manifest_sha256": manifest.sha256}
-        settings = {"device": device, "size_target": manifest.header.get("size_target"), "manifest": manifest.record()}
+        flush_l2 = bool(getattr(args, "flush_l2", False))
+        options = {"manifest": str(manifest.path), "manifest_sha256": manifest.sha256, "flush_l2": flush_l2}
+        settings = {"device": device, "size_target": manifest.header.get("size_target"), "manifest": manifest.record(),
+                    "flush_l2": flush_l2}
         return Plan(shard_specs(specs, parse_shard(args.shard)), skipped, sorted(excluded), options, settings,
                     {"manifest": manifest.record()})
 
@@ -174,7 +181,8 @@ def case_spec(entry: dict, digest: str, dtype: str, device: str, seed: int) -> C
     return CaseSpec(suite="opbench", name=_label(entry), params=params)
 
 
-def _matches(item: dict, pattern: str) -> bool:
+def matches(item: dict, pattern: str) -> bool:
+    """Whether an --ops pattern names an entry ({"name", "variant"}): by name or name.variant."""
     return any(fnmatch.fnmatchcase(text, pattern) for text in (item["name"], _label(item)))
 
 
@@ -183,10 +191,10 @@ def _select(manifest, ops: Optional[List[str]], categories: Optional[List[str]])
     entries, left_out = list(manifest.entries.values()), list(manifest.left_out)
     if ops:
         for pattern in ops:
-            if not any(_matches(item, pattern) for item in entries + left_out):
+            if not any(matches(item, pattern) for item in entries + left_out):
                 raise unknown_operator(pattern, manifest)
-        entries = [e for e in entries if any(_matches(e, p) for p in ops)]
-        left_out = [i for i in left_out if any(_matches(i, p) for p in ops)]
+        entries = [e for e in entries if any(matches(e, p) for p in ops)]
+        left_out = [i for i in left_out if any(matches(i, p) for p in ops)]
     if categories:
         entries = [e for e in entries if e["category"] in categories]
         left_out = [i for i in left_out if i.get("category") in categories]
@@ -198,9 +206,9 @@ def _excluded(manifest, entries, left_out, patterns: Optional[List[str]]) -> set
         return set()
     everything = list(manifest.entries.values()) + list(manifest.left_out)
     for pattern in patterns:
-        if not any(_matches(item, pattern) for item in everything):
+        if not any(matches(item, pattern) for item in everything):
             raise unknown_operator(pattern, manifest, "--exclude: ")
-    return {_label(item) for item in entries + left_out if any(_matches(item, p) for p in patterns)}
+    return {_label(item) for item in entries + left_out if any(matches(item, p) for p in patterns)}
 
 
 def unknown_operator(name: str, manifest, flag: str = "") -> UnknownOperator:

@@ -37,9 +37,10 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from benchcore.measure.memory import peak_rss, reset_peak_rss, resident_bytes
 
-from . import overrides
+from . import matches, overrides
 from .callables import LAMBDA, LAMBDAS, callable_for, resolve
 from .categories import category_of
+from .executor import sync_for
 from .sample import (
     Decoder,
     Scale,
@@ -55,9 +56,10 @@ from .sample import (
 #: Far above a typical call (10 ms), so that scales depend on sizes only, not on the machine's
 #: speed or load, except for an operator that would otherwise run for minutes.
 CALL_BUDGET_S = 2.0
-#: ... and may hold at most this much resident memory above what the process held before it
-#: (else k is halved): with a worker of up to 1.5 GiB (--memory-limit-gb) and the parent's
-#: 0.4 GiB, a sweep stays under 3 GiB (householder_product's backward took 3.2 GiB at k=25)
+#: ... and may hold at most this much memory above what the process held before it (else k is
+#: halved; resident memory, on CUDA the device's: _held_memory): with a worker of up to 1.5 GiB
+#: (--memory-limit-gb) and the parent's 0.4 GiB, a sweep stays under 3 GiB (householder_product's
+#: backward took 3.2 GiB at k=25)
 CALL_MEMORY_BYTES = 2**30
 #: the largest input or output may end at most this many times the size target (else k is halved)
 OVERSHOOT = 4
@@ -110,9 +112,12 @@ def _run(fn, tree, data, scale: Scale, device: str, seed: int, backward: bool) -
 
     torch.manual_seed(seed)
     first, args, kwargs = Decoder(data, scale, device, seed, grad=backward).sample(tree)
+    sync = sync_for(device)
+    sync()
     started = time.perf_counter()
     try:
         out = fn(first, *args, **kwargs)
+        sync()  # a CUDA call returns once queued: its time is the kernel's only after the sync
     except Exception as exc:
         raise Failed(_error(exc)) from None
     elapsed = time.perf_counter() - started
@@ -125,9 +130,12 @@ def _run(fn, tree, data, scale: Scale, device: str, seed: int, backward: bool) -
             why = ("no output carries a gradient (the operator returns its input or a view of it unchanged)"
                    if any(t.requires_grad for t in tensors_in(out)) else "no output of this sample carries a gradient")
         else:
+            grads = [torch.randn_like(h) for h in heads]
+            sync()
             started = time.perf_counter()
             try:
-                torch.autograd.backward(heads, [torch.randn_like(h) for h in heads])
+                torch.autograd.backward(heads, grads)
+                sync()
             except Exception as exc:
                 why = f"backward failed: {_error(exc)}"
             elapsed += time.perf_counter() - started
@@ -151,16 +159,31 @@ def fit(fn, tree, data, ints: bool, cap: Optional[int], device: str, target: int
         while k > 1 and _matrix_work(tree, Scale(k, ints)) > overrides.CUBIC_MAX_WORK:
             k -= 1
     while True:
-        peak_reset = reset_peak_rss()
-        before = resident_bytes()
+        held = _held_memory(device)
         size, elapsed, why = _run(fn, tree, data, Scale(k, ints), device, seed, backward)
-        extra = (peak_rss() or 0) - (before or 0) if peak_reset else 0
+        extra = held()
         if (elapsed <= CALL_BUDGET_S and extra <= CALL_MEMORY_BYTES and size <= OVERSHOOT * max(target, size1)) \
                 or k == 1:
             break
         k = max(1, k // 2)
     return {"scale": {"k": k, "ints": ints}, "grows": grows, "elements": size, "call_ms": elapsed * 1e3,
             "backward": backward and why is None, "no_backward_reason": why if backward else None}
+
+
+def _held_memory(device: str):
+    """Start measuring the memory a call holds at its peak; the returned function reads it
+    (bytes). On CUDA the allocator's peak on the device, whose memory is the budget that
+    matters there (the host's resident memory barely moves); elsewhere the resident peak."""
+    if device.startswith("cuda"):
+        import torch
+
+        torch.cuda.synchronize(device)
+        torch.cuda.reset_peak_memory_stats(device)
+        start = torch.cuda.memory_allocated(device)
+        return lambda: torch.cuda.max_memory_allocated(device) - start
+    peak_reset = reset_peak_rss()
+    before = resident_bytes()
+    return lambda: (peak_rss() or 0) - (before or 0) if peak_reset else 0
 
 
 def _matrix_work(tree, scale: Scale) -> int:
@@ -403,6 +426,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--only", default=None, help="JSON list of [name, variant] to discover (default: all)")
     parser.add_argument("--skip", default=None, help="JSON list of [name, variant] to pass over")
+    parser.add_argument("--names", default=None, help="JSON list of --ops patterns: only the entries they name")
     parser.add_argument("--progress", required=True, help="JSON Lines output")
     args = parser.parse_args(argv)
     warnings.simplefilter("ignore")
@@ -410,10 +434,12 @@ def main(argv: Optional[List[str]] = None) -> int:
 
     only = {tuple(k) for k in json.loads(args.only)} if args.only else None
     skip = {tuple(k) for k in json.loads(args.skip)} if args.skip else set()
+    names = json.loads(args.names) if args.names else None
     with open(args.progress, "a") as out:
         for op in op_db:
             key = (op.name, op.variant_test_name)
-            if key in skip or (only is not None and key not in only):
+            if key in skip or (only is not None and key not in only) or (
+                    names is not None and not any(matches({"name": key[0], "variant": key[1]}, p) for p in names)):
                 continue
             _line(out, {"start": list(key)})
             try:

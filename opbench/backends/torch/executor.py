@@ -7,14 +7,18 @@ dict, "profiler": "native" | "python", "threads", "seed", "manifest": path,
 the case's entry by (name, variant), checks the entry is the one the case was planned from
 (its digest), and rebuilds the sample at the entry's scale on the case's device.
 
-Engines
+Engines (both run the warmup first, then read the device memory baseline: warm_up)
 - python: perf_counter around each call bracketed by a device sync, or CUDA events on a
   CUDA device (benchcore.measure.timers.timer_for) → a Measurement for forward and backward.
-- native: the warmup untimed by the profiler, then the same loop under torch.profiler, each
-  timed call inside a record_function range; a call's figure is the time of the operators
-  inside its range (on CPU their inclusive CPU time, which leaves out the Python between
-  them; on CUDA their kernels' device time), and the phase block names every operator seen,
-  by its exact profiler name, with the OpInfo entry's own `aten::<aten_name>` picked out.
+- native: the measured loop under torch.profiler, each timed call inside a record_function
+  range; a call's figure is the time of the operators inside its range (on CPU their
+  inclusive CPU time, which leaves out the Python between them; on CUDA their kernels' device
+  time, backward's included though autograd runs it on a thread of its own), and the phase
+  block names every operator seen, by its exact profiler name, with the OpInfo entry's own
+  `aten::<aten_name>` picked out.
+
+A `cuda:N` case runs with N current (device_context): its syncs, CUDA events and memory
+statistics are N's.
 
 Backward runs autograd from every floating-point output that carries a gradient, against a
 random gradient of its shape (drawn once, outside the timed region); input gradients are reset
@@ -31,12 +35,14 @@ rnnbench's).
 
 from __future__ import annotations
 
+import bisect
+import contextlib
 import functools
-from dataclasses import replace
 from typing import Any, Dict, List, Optional
 
 from benchcore.errors import SkipCase, UsageError
 from benchcore.measure.case import CaseSpec, Workload
+from benchcore.measure.gpu_clock import sm_clock
 from benchcore.measure.memory import peak_rss, reset_peak_rss, resident_bytes
 from benchcore.measure.runner import RunSettings, run_workload
 from benchcore.measure.timers import PhaseMarker, timer_for
@@ -61,12 +67,25 @@ def _manifest(path: str, sha256: Optional[str]):
     return manifest
 
 
-def _sync_for(device: str):
+def sync_for(device: str):
+    """Wait for the case's own device: a bare torch.cuda.synchronize() waits for the current
+    device, which for `cuda:N` is the case's only while device_context is entered."""
     if device.startswith("cuda"):
         import torch
 
-        return torch.cuda.synchronize
+        return functools.partial(torch.cuda.synchronize, torch.device(device))
     return lambda: None
+
+
+def device_context(device: str):
+    """Make `cuda:N` the current device for the case: the default stream the operators run on,
+    the stream the CUDA events are recorded on and the allocator statistics are then all N's
+    (without it `--device cuda:1` times device 0's empty stream)."""
+    if not device.startswith("cuda"):
+        return contextlib.nullcontext()
+    import torch
+
+    return torch.cuda.device(torch.device(device))
 
 
 def _heads(output) -> List[Any]:
@@ -82,7 +101,7 @@ def build_workload(fn, first, args, kwargs, with_backward: bool, device: str, se
 
     from .sample import tensors_in
 
-    sync = _sync_for(device)
+    sync = sync_for(device)
 
     def forward():
         return fn(first, *args, **kwargs)
@@ -140,36 +159,42 @@ class RangeTimer:
         return result, ms
 
 
-def run_python(workload: Workload, settings: RunSettings, device: str) -> dict:
-    outcome = run_workload(workload, settings, timer_for(device, workload.sync))
+def warm_up(workload: Workload, settings: RunSettings, timer) -> float:
+    """The warmup calls, timed as the measured ones are (their time counts in timed_total_ms).
+
+    Run before the device memory baseline is read: the first matmul in a worker makes cuBLAS
+    allocate its workspace (cuDNN likewise), which the caching allocator keeps for the process;
+    read before, that workspace would land in the peak of whichever case came first."""
+    if not settings.warmup:
+        return 0.0
+    warm = RunSettings(warmup=0, runs=settings.warmup, run_backward=settings.run_backward)
+    return run_workload(workload, warm, timer).timed_total_ms
+
+
+def run_python(workload: Workload, settings: RunSettings, timer) -> dict:
+    outcome = run_workload(workload, settings, timer)
     metrics = outcome.to_dict()
     metrics["profiler"] = None
     return metrics
 
 
-def run_native(workload: Workload, settings: RunSettings, device: str, aten_name: Optional[str]) -> dict:
-    """Warmup without the profiler, then the measured runs under it (see the module docstring)."""
+def run_native(workload: Workload, settings: RunSettings, device: str, aten_name: Optional[str], timer) -> dict:
+    """The measured runs under the profiler (see the module docstring); the warmup ran before."""
     from torch.profiler import ProfilerActivity, profile
 
-    warm_total = 0.0
-    if settings.warmup:
-        warm = RunSettings(warmup=0, runs=settings.warmup, run_backward=settings.run_backward)
-        warm_total = run_workload(workload, warm, timer_for(device, workload.sync)).timed_total_ms
     marker = PhaseMarker()
     marked = Workload(forward=marker.marking("forward", workload.forward), sync=workload.sync,
                       backward_setup=workload.backward_setup,
                       backward=marker.marking("backward", workload.backward) if workload.backward else None,
                       zero_grad=workload.zero_grad, device=workload.device)
-    timer = RangeTimer(timer_for(device, workload.sync), marker)
+    ranged = RangeTimer(timer, marker)
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.startswith("cuda") else [])
-    measured = RunSettings(**{**settings.to_dict(), "warmup": 0})
     with profile(activities=activities) as prof:
-        outcome = run_workload(marked, measured, timer, resolution_ms=RESOLUTION_MS)
+        outcome = run_workload(marked, settings, ranged, resolution_ms=RESOLUTION_MS)
     turned = outcome.extra_warmup * (2 if outcome.backward is not None else 1)  # calls the runner made warmup
-    timer.phases[:turned] = ["warmup"] * turned
-    phases = phase_summaries(prof.events(), timer.phases, device.startswith("cuda"), aten_name)
-    metrics = replace(outcome, warmup=settings.warmup).to_dict()  # the warmup ran before the profiler
-    metrics["timed_total_ms"] = outcome.timed_total_ms + warm_total
+    ranged.phases[:turned] = ["warmup"] * turned
+    phases = phase_summaries(prof.events(), ranged.phases, device.startswith("cuda"), aten_name)
+    metrics = outcome.to_dict()
     missing = {f"profiler.{phase}": "phase not run" for phase in ("forward", "backward") if phases.get(phase) is None}
     metrics["profiler"] = {"engine": "torch-profiler", "device": device, "forward": phases.get("forward"),
                            "backward": phases.get("backward") if outcome.backward is not None else None,
@@ -177,38 +202,91 @@ def run_native(workload: Workload, settings: RunSettings, device: str, aten_name
     return metrics
 
 
+def run_engine(workload: Workload, settings: RunSettings, device: str, engine: str,
+               aten_name: Optional[str], flush_l2: bool = False) -> dict:
+    """Warmup, then the device memory baseline, then the engine's measured runs; the metrics
+    with the warmup counted, the measured runs' device memory peak and, on CUDA, the SM clock
+    right after them (benchcore.measure.gpu_clock). flush_l2: cold-cache timing (benchcore.measure.timers.L2Flush)."""
+    timer = timer_for(device, workload.sync, flush_l2)  # before the baseline: a flush buffer is the worker's
+    warm_total = warm_up(workload, settings, timer)
+    memory = _device_memory_start(device)
+    measured = RunSettings(**{**settings.to_dict(), "warmup": 0})
+    if engine == "python":
+        metrics = run_python(workload, measured, timer)
+    else:
+        metrics = run_native(workload, measured, device, aten_name, timer)
+    metrics["flush_l2"] = flush_l2
+    metrics["warmup"] = settings.warmup
+    metrics["timed_total_ms"] += warm_total
+    metrics["missing"] = dict(metrics.get("missing") or {})
+    metrics["peak_bytes"], why = _device_memory_peak(device, memory)
+    if why:
+        metrics["missing"]["peak_bytes"] = why
+    if device.startswith("cuda"):
+        metrics["sm_clock"] = sm_clock(gpu_uuid(device))
+    return metrics
+
+
+def gpu_uuid(device: str) -> str:
+    """The GPU's UUID as NVML and nvidia-smi name it ("GPU-…")."""
+    import torch
+
+    return f"GPU-{torch.cuda.get_device_properties(torch.device(device)).uuid}"
+
+
 def phase_summaries(events, phases: List[str], on_device: bool, aten_name: Optional[str]) -> Dict[str, dict]:
     """{phase: summary} from the profiler's events, the i-th range being the i-th timed call
     (of phase phases[i]): per call, the time of the operators inside its range; plus every
-    operator by its profiler name (count, self and total ms) and the entry's own."""
+    operator by its profiler name (count, self and total ms) and the entry's own.
+
+    Only CPU-side events count: with CUDA activity the profiler also keeps a device-side copy
+    of every record_function range (kineto's gpu_user_annotation, device_type CUDA) and the
+    kernels themselves, whose time the CPU operator that launched them carries as its device
+    time. An operator is inside a call when its span lies within the range's, on any thread:
+    on CUDA the autograd engine runs backward on a device thread of its own, where nothing
+    nests under the range, while the calling thread waits inside the range until it is done.
+    """
     calls: Dict[str, List[float]] = {}
     names: Dict[str, Dict[str, dict]] = {}
-    ranges = sorted((e for e in events if e.name == RANGE_NAME), key=lambda e: e.time_range.start)
+    host = sorted((e for e in events if _host_side(e)), key=lambda e: (e.time_range.start, -e.time_range.end))
+    starts = [e.time_range.start for e in host]
+    ranges = [e for e in host if e.name == RANGE_NAME]
     if len(ranges) != len(phases):
         raise RuntimeError(f"the profiler recorded {len(ranges)} call ranges for {len(phases)} timed calls")
     for event, phase in zip(ranges, phases):
+        inside = _inside(event, host, starts)
         if on_device:
-            inside_us = sum(_device_us(child) for child in _descendants(event))
+            inside_us = sum(_device_us(op) for op in inside)
         else:
             inside_us = event.cpu_time_total - event.self_cpu_time_total
         calls.setdefault(phase, []).append(inside_us / US_PER_MS)
         table = names.setdefault(phase, {})
-        for child in _descendants(event):
-            row = table.setdefault(child.name, {"count": 0, "self_ms": 0.0, "total_ms": 0.0})
+        for op in inside:
+            row = table.setdefault(op.name, {"count": 0, "self_ms": 0.0, "total_ms": 0.0})
             row["count"] += 1
-            row["self_ms"] += (_device_us(child) if on_device else child.self_cpu_time_total) / US_PER_MS
-            row["total_ms"] += child.cpu_time_total / US_PER_MS
+            row["self_ms"] += (_device_us(op) if on_device else op.self_cpu_time_total) / US_PER_MS
+            row["total_ms"] += op.cpu_time_total / US_PER_MS
     return {phase: _summary(per_call, names[phase], aten_name) for phase, per_call in calls.items()}
 
 
-def _descendants(event):
-    for child in event.cpu_children:
-        yield child
-        yield from _descendants(child)
+def _host_side(event) -> bool:
+    """A CPU-side, synchronous event (see phase_summaries)."""
+    from torch.autograd import DeviceType
+
+    return event.device_type == DeviceType.CPU and not event.is_async
+
+
+def _inside(call, host: list, starts: List[float]) -> list:
+    """The host-side events whose span lies within the call range's, the range itself left out
+    (the device time a range may carry is its gpu_user_annotation's span, not an operator's)."""
+    low = bisect.bisect_left(starts, call.time_range.start)
+    high = bisect.bisect_left(starts, call.time_range.end, lo=low)
+    return [e for e in host[low:high] if e is not call and e.time_range.end <= call.time_range.end]
 
 
 def _device_us(event) -> float:
-    return float(getattr(event, "self_device_time_total", None) or getattr(event, "self_cuda_time_total", 0.0) or 0.0)
+    value = getattr(event, "self_device_time_total", None)  # torch before 2.4 knows only the old name
+    return float(getattr(event, "self_cuda_time_total", 0.0) if value is None else value)
 
 
 def _summary(per_call: List[float], entries: Dict[str, dict], aten_name: Optional[str]) -> dict:
@@ -249,7 +327,18 @@ def _entry(spec: CaseSpec, options: dict):
 
 
 def execute(spec: CaseSpec, options: dict) -> dict:
-    """Run one case with the engine in options["profiler"]; its JSON metrics."""
+    """Run one case with the engine in options["profiler"], on its device made current; its
+    JSON metrics."""
+    engine = options.get("profiler") or "native"
+    if engine not in ENGINES:
+        raise UsageError(f"unknown profiler {engine!r}; choose native or python")
+    device = spec.params["device"]
+    _check_device(device)
+    with device_context(device):
+        return _run_case(spec, options, engine, device)
+
+
+def _run_case(spec: CaseSpec, options: dict, engine: str, device: str) -> dict:
     import torch
 
     from frameworks.torch import flush_state
@@ -259,14 +348,10 @@ def execute(spec: CaseSpec, options: dict) -> dict:
     from .overrides import NON_NORMAL
     from .sample import Decoder, Scale, tensors_in
 
-    engine = options.get("profiler") or "native"
-    if engine not in ENGINES:
-        raise UsageError(f"unknown profiler {engine!r}; choose native or python")
     settings = RunSettings.from_dict(options.get("settings") or {})
     denormals = flush_state(bool(options.get("flush_denormal")))
     params = spec.params
-    name, variant, device = params["op"], params.get("variant") or "", params["device"]
-    _check_device(device)
+    name, variant = params["op"], params.get("variant") or ""
     entry, data = _entry(spec, options)
     backward = bool(params.get("run_backward")) and settings.run_backward
     seed = int(params.get("seed", 0))
@@ -277,19 +362,11 @@ def execute(spec: CaseSpec, options: dict) -> dict:
     peak_reset = reset_peak_rss()
     workload = build_workload(fn, first, args, kwargs, backward, device, seed)
     run_settings = RunSettings(**{**settings.to_dict(), "run_backward": backward})
-    memory = _device_memory_start(device)
-    if engine == "python":
-        metrics = run_python(workload, run_settings, device)
-    else:
-        metrics = run_native(workload, run_settings, device, entry.get("aten_name"))
+    metrics = run_engine(workload, run_settings, device, engine, entry.get("aten_name"), bool(options.get("flush_l2")))
     metrics["engine"] = engine
     metrics["framework"] = "torch"
-    metrics["missing"] = dict(metrics.get("missing") or {})
     if not backward:
         metrics["missing"]["backward"] = params.get("no_backward_reason") or "backward not requested"
-    metrics["peak_bytes"], why = _device_memory_peak(device, memory)
-    if why:
-        metrics["missing"]["peak_bytes"] = why
     metrics["inputs"] = entry["inputs"]
     metrics["input_bytes"] = sum(t.numel() * t.element_size() for t in tensors_in([first, args, kwargs]))
     metrics["threads"] = torch.get_num_threads()
@@ -319,17 +396,18 @@ def return_freed_memory() -> None:
 
 
 def _device_memory_start(device: str) -> Optional[int]:
+    """The device memory the case holds once warmed up (see warm_up), its peak statistics reset."""
     if not device.startswith("cuda"):
         return None
     import torch
 
-    torch.cuda.synchronize()
+    torch.cuda.synchronize(device)
     torch.cuda.reset_peak_memory_stats(device)
     return torch.cuda.memory_allocated(device)
 
 
 def _device_memory_peak(device: str, start: Optional[int]):
-    """(bytes the measured runs allocated at their peak above what the case started with, reason)."""
+    """(bytes the measured runs allocated at their peak above what the warmed-up case held, reason)."""
     if start is None:
         return None, "torch keeps no allocator statistics on CPU; rss_peak_bytes is the worker's resident peak"
     import torch

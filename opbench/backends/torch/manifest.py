@@ -168,8 +168,9 @@ def check_matches(manifest: Manifest, dtype: str, device: str) -> None:
 
 def build(path: Path, dtype: str, device: str, size_target: int, seed: int,
           only: Optional[List[Key]] = None, python: Optional[str] = None,
-          say: Callable[[str], None] = lambda text: None) -> Manifest:
-    """Run discovery (restarting it past an entry that kills it) and write the manifest."""
+          say: Callable[[str], None] = lambda text: None, names: Optional[List[str]] = None) -> Manifest:
+    """Run discovery (restarting it past an entry that kills it) and write the manifest; `only`
+    (name, variant) keys, or `names` (--ops patterns), limit it to those entries."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     progress = path.with_name(path.name + ".progress.jsonl")
@@ -181,7 +182,8 @@ def build(path: Path, dtype: str, device: str, size_target: int, seed: int,
         done = list(entries) + list(left_out)
         command = [python or sys.executable, "-m", DISCOVER_MODULE, "--dtype", dtype, "--device", device,
                    "--size-target", str(size_target), "--seed", str(seed), "--progress", str(progress),
-                   "--skip", json.dumps(done)] + (["--only", json.dumps(only)] if only is not None else [])
+                   "--skip", json.dumps(done)] + (["--only", json.dumps(only)] if only is not None else []) \
+            + (["--names", json.dumps(names)] if names else [])
         status, stderr = _run_discovery(command, progress)
         last = _read_progress(progress, entries, left_out)
         if status == 0:
@@ -195,7 +197,7 @@ def build(path: Path, dtype: str, device: str, size_target: int, seed: int,
         say(f"discovery: {last[0]} {last[1]} {why}; going on past it")
     progress.unlink(missing_ok=True)
     document = {"format": FORMAT, "version": VERSION, "torch": torch_version(), "dtype": dtype, "device": device,
-                "size_target": size_target, "seed": seed, "built_at": _now(),
+                "size_target": size_target, "seed": seed, "names": names, "built_at": _now(),
                 "build_s": round(time.perf_counter() - started, 1), "python": sys.version.split()[0],
                 "entries": [], "left_out": sorted(left_out.values(), key=lambda i: (i["name"], i["variant"])), "data": {}}
     for key in sorted(entries):
@@ -268,15 +270,34 @@ def _now() -> str:
     return now_iso()
 
 
+def require_expecttest() -> None:
+    """Discovery reads OpInfo (torch.testing._internal), which imports expecttest: a small extra
+    (in `.[torch]`) that only building a manifest needs; a sweep on a given manifest runs without it."""
+    import importlib.util
+
+    if importlib.util.find_spec("expecttest") is None:
+        raise UsageError("discovering torch's operators reads OpInfo, which needs expecttest: pip install expecttest "
+                         "(or pip install -e '.[torch]'), or pass --manifest with a manifest built where it is installed")
+
+
 def obtain(path: Optional[str], dtype: str, device: str, size_target: int, seed: int,
-           say: Callable[[str], None]) -> Manifest:
+           say: Callable[[str], None], names: Optional[List[str]] = None) -> Manifest:
     """--manifest PATH (read it; build it there if it does not exist), else the cached one
-    for this torch, dtype, device kind, size target and seed (built on first use)."""
+    for this torch, dtype, device kind, size target and seed (built on first use).
+
+    `names` (a sweep's --ops patterns): where no full cached manifest exists, only the entries
+    they name are discovered, into a cached manifest of their own: a first run on a GPU, where
+    discovering all ~660 entries takes long, then costs what its operators cost."""
     target = Path(path).expanduser() if path else cache_path(dtype, device, size_target, seed)
+    if not target.exists() and names and not path:
+        digest = hashlib.sha256(json.dumps(sorted(names)).encode()).hexdigest()[:10]
+        target = target.with_name(f"{target.stem}-ops-{digest}.json")
     if target.exists():
         manifest = load(target)
         check_matches(manifest, dtype, device)
         return manifest
-    say(f"discovering PyTorch operators for {dtype} on {device} (size target {size_target}); "
+    require_expecttest()
+    which = f"the operators matching --ops {','.join(names)}" if names and not path else "PyTorch operators"
+    say(f"discovering {which} for {dtype} on {device} (size target {size_target}); "
         f"once per torch version, cached in {target}")
-    return build(target, dtype, device, size_target, seed, say=say)
+    return build(target, dtype, device, size_target, seed, names=names if not path else None, say=say)

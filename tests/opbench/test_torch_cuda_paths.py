@@ -1,0 +1,71 @@
+"""The torch backend's CUDA paths, on a machine without CUDA, with the fakes of tests.cuda_fakes
+(profiler events as torch lays out a CUDA run; a fake torch.cuda in this process)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from benchcore.measure.case import Workload
+from benchcore.measure.runner import RunSettings
+from opbench.backends.torch import executor
+from opbench.backends.torch.executor import RANGE_NAME, phase_summaries
+from tests.cuda_fakes import FakeCuda, cuda_run
+
+
+def test_cuda_ranges_count_once_and_backward_device_time_is_found():
+    events, phases = cuda_run(calls=2)
+    # what torch keeps: each range twice (CPU side and its gpu_user_annotation), backward's ops
+    # under no range (they are on another thread)
+    assert sum(e.name == RANGE_NAME for e in events) == 8
+    assert all(not r.cpu_children for r in events if r.name == RANGE_NAME and r.time_range.start >= 2000)
+    summary = phase_summaries(events, phases, on_device=True, aten_name="mul")
+    assert summary["forward"]["Count"] == 2 and summary["backward"]["Count"] == 2
+    assert summary["forward"]["per_call_ms"] == pytest.approx([0.005, 0.005])
+    assert summary["backward"]["per_call_ms"] == pytest.approx([0.007, 0.007])
+    assert summary["forward"]["operator"] == "aten::mul"
+    assert summary["backward"]["entries"]["aten::mul"]["count"] == 4
+    assert summary["backward"]["entries"]["aten::mul"]["self_ms"] == pytest.approx(0.014)
+    assert not any("kernel" in name for name in summary["forward"]["entries"])  # device rows are not operators
+
+
+def test_real_cpu_profile_still_reads_the_same():
+    """A real torch.profiler run on the CPU: each call's range holds its operators."""
+    from torch.profiler import ProfilerActivity, profile, record_function
+
+    x = torch.ones(64, requires_grad=True)
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        for _ in range(3):
+            with record_function(RANGE_NAME):
+                y = x * 2
+            with record_function(RANGE_NAME):
+                y.sum().backward()
+    summary = phase_summaries(prof.events(), ["forward", "backward"] * 3, on_device=False, aten_name="mul")
+    assert summary["forward"]["Count"] == 3 and summary["forward"]["operator"] == "aten::mul"
+    assert all(ms > 0 for ms in summary["forward"]["per_call_ms"] + summary["backward"]["per_call_ms"])
+    assert "aten::mul" in summary["backward"]["entries"]
+
+
+def test_a_case_on_cuda_1_syncs_times_and_measures_device_1(monkeypatch):
+    fake = FakeCuda().install(monkeypatch)
+    workload = Workload(forward=lambda: None, sync=executor.sync_for("cuda:1"), device="cuda")
+    with executor.device_context("cuda:1"):
+        metrics = executor.run_engine(workload, RunSettings(warmup=2, runs=3), "cuda:1", "python", None)
+    assert fake.entered == [1] and fake.current == 0  # made current for the case, then restored
+    assert set(fake.synced) == {1} and set(fake.recorded) == {("stream", 1)}
+    assert metrics["forward"]["samples_ms"] == [0.25] * 3
+
+
+def test_cuda_peak_bytes_leave_out_the_first_matmuls_workspace(monkeypatch):
+    fake = FakeCuda().install(monkeypatch)
+    workload = Workload(forward=fake.matmul_call, sync=executor.sync_for("cuda:0"), device="cuda")
+    metrics = executor.run_engine(workload, RunSettings(warmup=1, runs=3), "cuda:0", "python", None)
+    assert metrics["peak_bytes"] == 1024  # the case's own; not 4 MiB + 1 KiB
+    assert metrics["warmup"] == 1 and metrics["timed_total_ms"] == pytest.approx(0.25 * 4)
+    assert "peak_bytes" not in metrics["missing"]
+
+
+def test_cpu_cases_keep_their_reason_for_no_peak_bytes():
+    workload = Workload(forward=lambda: torch.ones(4) * 2)
+    metrics = executor.run_engine(workload, RunSettings(warmup=1, runs=2), "cpu", "python", None)
+    assert metrics["peak_bytes"] is None and "allocator statistics" in metrics["missing"]["peak_bytes"]
