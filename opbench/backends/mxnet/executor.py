@@ -60,7 +60,7 @@ from benchcore.timers import PerfCounterTimer
 import opbench
 from opbench import inputs
 
-from . import arrays
+from . import arrays, releases
 from .cases import describe_inputs
 from .device import mx_context
 
@@ -133,7 +133,7 @@ def build_workload(materialized, with_backward: bool, device: str = "cpu") -> Wo
         key = [(h.shape, h.dtype, h.context, type(h)) for h in heads]
         if cache.get("key") != key:
             cache["key"] = key
-            cache["grads"] = [(mx.np.ones_like if isinstance(h, mx.np.ndarray) else mx.nd.ones_like)(h) for h in heads]
+            cache["grads"] = [(mx.np.ones_like if releases.is_numpy_array(h) else mx.nd.ones_like)(h) for h in heads]
         return heads, cache["grads"]
 
     def backward(prepared):
@@ -191,13 +191,11 @@ class ProfilingTimer:
 
 
 def run_native(workload: Workload, settings: RunSettings, op: str, ctx) -> dict:
-    """Warmup without the profiler, then the measured runs with it (see the module docstring)."""
+    """Warmup without the profiler (with it on MXNet 1.4: releases.warmup_under_profiler), then
+    the measured runs with it (see the module docstring)."""
 
-    profiler = MXNetProfiler()
-    warm_total = 0.0
-    if settings.warmup:
-        warm = RunSettings(warmup=0, runs=settings.warmup, run_backward=settings.run_backward)
-        warm_total = run_workload(workload, warm, PerfCounterTimer(_sync)).timed_total_ms
+    profiler = MXNetProfiler(records_per_call=releases.profiler_records_per_call())
+    warm_profiled = releases.warmup_under_profiler()
     marker = PhaseMarker()
     marked = Workload(forward=marker.marking("forward", workload.forward), sync=workload.sync,
                       backward_setup=workload.backward_setup,
@@ -205,8 +203,14 @@ def run_native(workload: Workload, settings: RunSettings, op: str, ctx) -> dict:
                       zero_grad=workload.zero_grad, device=workload.device)
     measured = RunSettings(**{**settings.to_dict(), "warmup": 0})
     timer = ProfilingTimer(profiler, marker)
-    profiler.start()
+    warm_total = 0.0
     try:
+        if warm_profiled:
+            profiler.start()
+        if settings.warmup:
+            warm = RunSettings(warmup=0, runs=settings.warmup, run_backward=settings.run_backward)
+            warm_total = run_workload(workload, warm, PerfCounterTimer(_sync)).timed_total_ms
+        profiler.start()  # drops whatever the warmup recorded
         baseline = profiler.baseline_bytes(ctx, _sync)
         outcome = run_workload(marked, measured, timer, reported=timer.reported, resolution_ms=RESOLUTION_MS)
         _sync()  # the runs' last arrays are freed by now: let the counter see it
@@ -241,6 +245,8 @@ def run_native(workload: Workload, settings: RunSettings, op: str, ctx) -> dict:
         "baseline_bytes": baseline,
         "device": device,
         "dump_format": profiler.dump_format,
+        "records_per_call": profiler.records_per_call,
+        "warmup_profiled": warm_profiled,
         "missing": missing,
     }
     return metrics
@@ -379,8 +385,9 @@ def _counts(array) -> dict:
     flat = array.reshape((-1,))
     if not flat.size:
         return audit.count(array.asnumpy())
-    step = audit.CHUNK_VALUES
-    return audit.count_many(flat[start:start + step].asnumpy() for start in range(0, int(flat.size), step))
+    step, size = audit.CHUNK_VALUES, int(flat.size)
+    # the stop clamped: MXNet before 1.5 refuses a slice past the end
+    return audit.count_many(flat[start:min(start + step, size)].asnumpy() for start in range(0, size, step))
 
 
 def _named_inputs(materialized) -> Dict[str, Any]:

@@ -1,0 +1,166 @@
+"""What differs between the MXNet releases opbench runs on (1.4.1 to 1.9.1), in one place.
+
+The rest of the backend asks this module instead of testing versions: it reads the registry
+through the C API every release has, it says which optional parts a release has (the build
+feature list, the NumPy-compatible front end, the profiler's JSON dump), and it holds the
+per-release answers that differ from mxnet 1.9.1's stored tables (operators whose gradient a
+release cannot take, or whose inputs it takes under other names). docs/MXNET_RELEASES.md
+explains each difference and how the suite handles it.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import re
+from functools import lru_cache
+from typing import Dict, FrozenSet, List, Optional, Tuple
+
+from benchcore.errors import UsageError
+
+#: The oldest release opbench runs on; tests cover 1.4.1, 1.5.0, 1.6.0, 1.7.0, 1.8.0 and 1.9.1.
+OLDEST = (1, 4, 1)
+OLDEST_TEXT = "1.4.1"
+#: The release the stored tables of registry.py (gradients, selection counts) were probed on.
+REFERENCE = (1, 9, 1)
+
+Release = Tuple[int, int, int]
+
+
+def parse_release(text: str) -> Release:
+    """(major, minor, patch) of an MXNet version string: "1.7.0.post2" and "1.9.1" alike;
+    a pre-release or local build suffix ("2.0.0b1", "1.6.0+cu101") counts as its release."""
+    found = re.match(r"\s*(\d+)\.(\d+)(?:\.(\d+))?", str(text))
+    if not found:
+        raise UsageError(f"cannot read the MXNet version {text!r}; install a released mxnet "
+                         f"({OLDEST_TEXT} or later)")
+    major, minor, patch = found.groups()
+    return int(major), int(minor), int(patch or 0)
+
+
+def check_release(text: str) -> Release:
+    """The release of `text`, or a UsageError when opbench does not run on it."""
+    release = parse_release(text)
+    if release < OLDEST:
+        raise UsageError(f"mxnet {text} is older than opbench supports ({OLDEST_TEXT} to 1.9.1); "
+                         f"install a supported release (pip install 'mxnet>={OLDEST_TEXT},<2' \"numpy<1.24\")")
+    return release
+
+
+def installed_version() -> str:
+    """The installed MXNet's version, read before importing it where pip recorded one (an
+    MXNet too old to support may not even import on this Python); else the module's own."""
+    from importlib import metadata
+
+    for distribution in ("mxnet", "mxnet-mkl", "mxnet-native"):
+        try:
+            return metadata.version(distribution)
+        except metadata.PackageNotFoundError:
+            continue
+    import mxnet as mx
+
+    return mx.__version__
+
+
+@lru_cache(maxsize=1)
+def current() -> Release:
+    """The installed MXNet's release, checked (UsageError when it is too old)."""
+    return check_release(installed_version())
+
+
+# ---------------------------------------------------------------------------------------------
+# The operator registry, through the C API of every release (mx.operator's helpers for it
+# exist from 1.6 only)
+
+
+def operator_names() -> List[str]:
+    """Every registered operator name (MXListAllOpNames)."""
+    from mxnet.base import _LIB, check_call, py_str
+
+    current()
+    size = ctypes.c_uint()
+    names = ctypes.POINTER(ctypes.c_char_p)()
+    check_call(_LIB.MXListAllOpNames(ctypes.byref(size), ctypes.byref(names)))
+    return [py_str(names[i]) for i in range(size.value)]
+
+
+def operator_arguments(name: str) -> Tuple[Tuple[str, ...], Tuple[str, ...], int]:
+    """(argument names, argument types, their count) of a registered operator, from
+    MXSymbolGetAtomicSymbolInfo (what mx.operator.get_operator_arguments reads from 1.6 on)."""
+    from mxnet.base import _LIB, c_str, check_call, py_str
+
+    handle = ctypes.c_void_p()
+    check_call(_LIB.NNGetOpHandle(c_str(name), ctypes.byref(handle)))
+    real, doc, key_var, ret = (ctypes.c_char_p() for _ in range(4))
+    count = ctypes.c_uint()
+    names, types, docs = (ctypes.POINTER(ctypes.c_char_p)() for _ in range(3))
+    check_call(_LIB.MXSymbolGetAtomicSymbolInfo(
+        handle, ctypes.byref(real), ctypes.byref(doc), ctypes.byref(count), ctypes.byref(names),
+        ctypes.byref(types), ctypes.byref(docs), ctypes.byref(key_var), ctypes.byref(ret)))
+    n = int(count.value)
+    return tuple(py_str(names[i]) for i in range(n)), tuple(py_str(types[i]) for i in range(n)), n
+
+
+# ---------------------------------------------------------------------------------------------
+# Optional parts of a release
+
+
+@lru_cache(maxsize=1)
+def features() -> Optional[FrozenSet[str]]:
+    """The build features this MXNet has enabled (CUDA, MKLDNN, INT64_TENSOR_SIZE …), or None
+    for a release without the list (1.4: no mxnet.runtime; 1.5 has it but does not import it)."""
+    try:
+        from mxnet.runtime import Features
+    except ImportError:
+        return None
+    return frozenset(name for name, feature in Features().items() if feature.enabled)
+
+
+def has_feature(name: str) -> bool:
+    """Whether the build has `name`. A release without a feature list has no large-tensor
+    build (INT64_TENSOR_SIZE came in 1.5); whether it has CUDA, its GPU count tells."""
+    enabled = features()
+    if enabled is not None:
+        return name in enabled
+    if name == "CUDA":
+        import mxnet as mx
+
+        return mx.context.num_gpus() > 0
+    return False
+
+
+def numpy_api() -> Optional[str]:
+    """None when this MXNet has mx.np and mx.npx (1.6 on), else why not."""
+    import mxnet as mx
+
+    if hasattr(mx, "np") and hasattr(mx, "npx"):
+        return None
+    return f"mxnet {mx.__version__} has no mx.np / mx.npx (they came with MXNet 1.6)"
+
+
+def is_numpy_array(array) -> bool:
+    """Whether `array` is an mx.np.ndarray (never, on a release without mx.np)."""
+    import mxnet as mx
+
+    np_module = getattr(mx, "np", None)
+    return np_module is not None and isinstance(array, np_module.ndarray)
+
+
+# ---------------------------------------------------------------------------------------------
+# The profiler
+
+
+def profiler_records_per_call() -> int:
+    """How many times the aggregate dump counts one operator call. Before 1.6 MXNet records
+    each call twice over the same interval (a device-domain event and an operator-domain
+    event, both under the operator's name), so the table's Count and Total are doubled."""
+    return 2 if current() < (1, 6, 0) else 1
+
+
+def warmup_under_profiler() -> bool:
+    """Whether the native engine's warmup must run with the profiler on. MXNet 1.4 aborts the
+    process (profiler.h: Check failed: value_ >= v) when storage allocated while the profiler
+    was stopped is freed while it runs and its memory counter holds less: RNN's workspace,
+    made by the last warmup call and freed by the first timed one. With the warmup profiled,
+    whatever the timed runs free was counted when it was allocated; the warmup's records are
+    dropped before the timed runs, so the figures mean what they mean on later releases."""
+    return current() < (1, 5, 0)
