@@ -60,7 +60,7 @@ from benchcore.timers import PerfCounterTimer
 import opbench
 from opbench import inputs
 
-from . import arrays, releases
+from . import arrays, registry, releases
 from .cases import describe_inputs
 from .device import mx_context
 
@@ -320,7 +320,8 @@ def _backward_decision(spec: CaseSpec, settings: RunSettings) -> Optional[str]:
         return "backward not requested"
     if not spec.params.get("run_backward", False):
         return spec.params.get("no_backward_reason") or "backward not run for this operator"
-    return None
+    here = registry.get(spec.params.get("op", spec.name))  # planned with another MXNet (`ab`)?
+    return None if here.runs_backward else here.no_backward_reason
 
 
 def execute(spec: CaseSpec, options: dict) -> dict:
@@ -341,6 +342,8 @@ def execute(spec: CaseSpec, options: dict) -> dict:
     denormals = denormal_state(bool(options.get("flush_denormal")), ctx)
     rss_before = resident_bytes()
     peak_reset = reset_peak_rss()
+    if registry.get(op) is None:
+        raise SkipCase(releases.missing_operator(op))
     materialized = arrays.materialize(spec, ctx=ctx)
     backward_reason = _backward_decision(spec, settings)
     workload = build_workload(materialized, backward_reason is None, device=ctx.device_type)

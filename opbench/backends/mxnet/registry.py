@@ -194,6 +194,7 @@ def _scan() -> Tuple[OperatorInfo, ...]:
     for name in names:
         arg_names, arg_types, narg = releases.operator_arguments(name)
         reason = filter_reason(name)
+        not_differentiable = releases.not_differentiable(name, NOT_DIFFERENTIABLE.get(name))
         infos.append(
             OperatorInfo(
                 name=name,
@@ -204,8 +205,8 @@ def _scan() -> Tuple[OperatorInfo, ...]:
                 selected=reason is None,
                 reason=reason,
                 backward_off=BACKWARD_OFF.get(name),
-                differentiable=(name not in NOT_DIFFERENTIABLE) if reason is None else None,
-                not_differentiable=NOT_DIFFERENTIABLE.get(name),
+                differentiable=(not_differentiable is None) if reason is None else None,
+                not_differentiable=not_differentiable,
                 zero_gradient=ZERO_GRADIENT.get(name) if reason is None else None,
             )
         )

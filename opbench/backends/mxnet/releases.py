@@ -164,3 +164,47 @@ def warmup_under_profiler() -> bool:
     whatever the timed runs free was counted when it was allocated; the warmup's records are
     dropped before the timed runs, so the figures mean what they mean on later releases."""
     return current() < (1, 5, 0)
+
+
+def missing_operator(op: str) -> str:
+    """Why a case of `op` is not run here: this MXNet lacks the operator its plan named (the
+    plan was made with another MXNet: the parent of an `ab` run between releases)."""
+    import mxnet as mx
+
+    return (f"not run: mxnet {mx.__version__} has no operator {op} (the case was planned with another "
+            f"MXNet, e.g. the other side of an `ab` run)")
+
+
+def imperative_invoke(handle, inputs, keys, vals, out):
+    """MXNet's imperative call of an operator handle, in this release's signature: 1.6 added
+    is_np_op, 1.7 output_is_list (both False here: classic nd operators, outputs as MXNet
+    gives them)."""
+    from mxnet.ndarray._internal import _imperative_invoke
+
+    release = current()
+    flags = () if release < (1, 6, 0) else (False,) if release < (1, 7, 0) else (False, False)
+    return _imperative_invoke(handle, inputs, keys, vals, out, *flags)
+
+
+# ---------------------------------------------------------------------------------------------
+# Operators: what a release answers otherwise than 1.9.1
+
+#: Operators MXNet 1.9.1 differentiates (registry.NOT_DIFFERENTIABLE is 1.9.1's probe) that an
+#: older release cannot: op → the first release that can. The probe
+#: (`python -m opbench.backends.mxnet.gradients`, on each release) found no other difference
+#: from 1.4.1 to 1.8.0, and tests/opbench/test_old_mxnet_release.py re-runs it on an old one.
+GRADIENT_SINCE: Dict[str, Release] = {
+    # 1.4's choose_element_0index is an operator of its own without FGradient; from 1.5 on it
+    # is an alias of pick
+    "choose_element_0index": (1, 5, 0),
+}
+
+
+def not_differentiable(op: str, stored: Optional[str]) -> Optional[str]:
+    """Why this release cannot differentiate `op` (None: it can), given 1.9.1's stored answer."""
+    since = GRADIENT_SINCE.get(op)
+    if since is not None and current() < since:
+        from .registry import NO_FGRADIENT
+
+        return NO_FGRADIENT
+    return stored
