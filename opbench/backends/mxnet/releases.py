@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ctypes
 import re
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import Dict, FrozenSet, List, Optional, Tuple
 
@@ -208,3 +209,35 @@ def not_differentiable(op: str, stored: Optional[str]) -> Optional[str]:
 
         return NO_FGRADIENT
     return stored
+
+
+@dataclass(frozen=True)
+class Broken:
+    """An operator some releases cannot run as opbench calls it (1.9.1 can): on the releases
+    from `first` to `last`, on `device`, in a build with `feature`."""
+
+    first: Release
+    last: Release
+    device: str
+    feature: str
+    why: str
+
+
+#: Operators whose cases fail on some releases, found by sweeping every release (--tiny, both
+#: engines): they are skipped there with the reason, instead of failing.
+BROKEN: Dict[str, Broken] = {
+    "amp_cast": Broken((1, 7, 0), (1, 8, 0), "cpu", "MKLDNN",
+                       "its MKLDNN kernel has no float16 output (\"unknown type for MKLDNN :2\"; 1.6 and 1.9 cast)"),
+}
+
+
+def broken(op: str, ctx: str) -> Optional[str]:
+    """Why this release cannot run `op` on `ctx` ("cpu(0)"), or None when it can."""
+    import mxnet as mx
+
+    known = BROKEN.get(op)
+    if known is None or not known.first <= current() <= known.last or not ctx.startswith(known.device):
+        return None
+    if not has_feature(known.feature):
+        return None
+    return f"not run on mxnet {mx.__version__} ({known.device}, {known.feature}): {known.why}"
