@@ -297,9 +297,10 @@ def compare(base: Report, new: Report, suite: Optional[Suite] = None, threshold:
     judged = []
     for b, n, bt, nt, category in matched:
         shared = [m for m in METRICS if m in bt and m in nt]
-        result.unmeasured += [_one_sided(b, n, m, m in bt, labels[b.spec.key]) for m in METRICS if (m in bt) != (m in nt)]
         if shared:
             judged.append((b, n, [compare_timings(m, bt[m], nt[m], evidence, category) for m in shared]))
+            result.unmeasured += [_one_sided(b, n, m, m in bt, labels[b.spec.key]) for m in METRICS
+                                  if (m in bt) != (m in nt)]
         else:
             result.unmeasured.append(dict(_brief_pair(b, n, labels[b.spec.key]),
                                           reason="no timing present in both reports"))

@@ -78,3 +78,30 @@ def test_a_dump_of_mxnet_1_4_is_read_with_its_memory_and_each_call_once():
     assert once.memory == dump.memory
     assert dump.per_call(1) is dump
 
+
+
+def test_a_gradient_one_release_lacks_is_listed_with_the_other_side_reason():
+    """`ab` between releases: the new side times a backward the old side's MXNet cannot take
+    (1.4's choose_element_0index); the comparison judges the forward and names the backward
+    as measured on one side only, with the old side's reason."""
+    from benchcore.case import CaseSpec
+    from benchcore.compare import compare
+    from benchcore.report import CaseResult, Report
+    from benchcore.stats import Measurement
+
+    def report(backward):
+        metrics = {"forward": Measurement([1.0, 1.1, 0.9]).to_dict(), "missing": {}}
+        if backward:
+            metrics["backward"] = Measurement([2.0, 2.1, 1.9]).to_dict()
+        else:
+            metrics["missing"]["backward"] = registry.NO_FGRADIENT
+        spec = CaseSpec("opbench", "choose_element_0index", {"op": "choose_element_0index", "category": "binary_misc"})
+        return Report(suite="opbench", environment={}, settings={}, results=[CaseResult(spec, "ok", metrics)])
+
+    result = compare(report(False), report(True))
+    assert [m.metric for case in result.cases for m in case.metrics] == ["forward"]
+    (item,) = result.unmeasured
+    assert item["reason"] == f"backward: measured on the new side only (other side: {registry.NO_FGRADIENT})"
+    assert (item["base_status"], item["new_status"]) == ("ok", "ok")
+    (item,) = compare(report(True), report(False)).unmeasured
+    assert item["reason"].startswith("backward: measured on the base side only")
