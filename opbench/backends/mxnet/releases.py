@@ -241,3 +241,21 @@ def broken(op: str, ctx: str) -> Optional[str]:
     if not has_feature(known.feature):
         return None
     return f"not run on mxnet {mx.__version__} ({known.device}, {known.feature}): {known.why}"
+
+
+_CHOICES = re.compile(r"^\s*\{([^}]*)\}")
+
+
+def unaccepted_value(info, inputs: Dict) -> Optional[str]:
+    """Why this release's operator cannot take one of `inputs`' values (a choice it does not
+    list yet: LeakyReLU's act_type 'gelu' before 1.5), or None. The registry's argument types
+    list each choice ("{'elu', 'gelu', 'leaky'},optional, default='leaky'")."""
+    import mxnet as mx
+
+    for arg, value in inputs.items():
+        listed = _CHOICES.match(info.arg_type(arg) or "") if isinstance(value, str) else None
+        choices = [choice.strip().strip("'\"") for choice in listed.group(1).split(",")] if listed else []
+        if listed and value not in choices:
+            return (f"not run on mxnet {mx.__version__}: its {info.name} takes {arg} "
+                    f"{', '.join(choices)}, not {value!r} (a later release added it)")
+    return None
