@@ -48,7 +48,8 @@ def test_an_unreadable_version_is_a_usage_error():
 
 def test_the_installed_release_is_the_reference_and_has_every_part():
     assert releases.current() == releases.REFERENCE == releases.parse_release(mx.__version__)
-    assert releases.installed_version() == mx.__version__
+    assert releases.installed_version() == releases.recorded_version() == mx.__version__
+    releases.refuse_recorded_release()  # 1.9.1 passes
     assert releases.features() is not None and "INT64_TENSOR_SIZE" not in releases.features()
     assert releases.has_feature("LAPACK") and not releases.has_feature("CUDA")
     assert releases.numpy_api() is None and releases.is_numpy_array(mx.np.ones((2,)))

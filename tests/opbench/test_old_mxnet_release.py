@@ -215,3 +215,16 @@ def test_an_mxnet_older_than_supported_is_one_line_and_exit_2(tmp_path):
         _one_line_error(opbench(*args, cwd=tmp_path, env=env),
                         "mxnet 1.3.1 is older than opbench supports (1.4.1 to 1.9.1); install a supported "
                         "release (pip install 'mxnet>=1.4.1,<2' \"numpy<1.24\")")
+
+
+def test_an_ab_side_older_than_supported_is_refused_before_anything_runs(tmp_path):
+    """The side's python is checked by importing the executor, which refuses the release pip
+    recorded; the side here is this venv's python with mxnet 1.3.1 first on its path."""
+    side = tmp_path / "python-mxnet-1.3.1"
+    side.write_text(f"#!/bin/sh\nPYTHONPATH={os.environ['OPBENCH_TOO_OLD_MXNET']}:$PYTHONPATH exec {sys.executable} \"$@\"\n")
+    side.chmod(0o755)
+    proc = opbench("ab", "--base-python", str(side), "--new-python", sys.executable, "--ops", "exp", *FAST,
+                   "--output-dir", "ab", cwd=tmp_path)
+    _one_line_error(proc, f"--base-python {side} cannot import what opbench needs (benchcore.errors.UsageError: "
+                          "mxnet 1.3.1 is older than opbench supports (1.4.1 to 1.9.1)")
+    assert not (tmp_path / "ab" / "base.json").exists()

@@ -47,19 +47,41 @@ def check_release(text: str) -> Release:
     return release
 
 
-def installed_version() -> str:
-    """The installed MXNet's version, read before importing it where pip recorded one (an
-    MXNet too old to support may not even import on this Python); else the module's own."""
+#: the CPU distributions of MXNet on pip (the CUDA ones, mxnet-cuXXX, are many: their
+#: version is read from the module once imported)
+DISTRIBUTIONS = ("mxnet", "mxnet-mkl", "mxnet-native")
+
+
+def recorded_version() -> Optional[str]:
+    """The version pip recorded for an installed CPU MXNet, read without importing it (an MXNet
+    too old to support may not even import on this Python); None when pip recorded none."""
     from importlib import metadata
 
-    for distribution in ("mxnet", "mxnet-mkl", "mxnet-native"):
+    for distribution in DISTRIBUTIONS:
         try:
             return metadata.version(distribution)
         except metadata.PackageNotFoundError:
             continue
+    return None
+
+
+def installed_version() -> str:
+    """The installed MXNet's version: pip's record, else the module's own."""
+    recorded = recorded_version()
+    if recorded is not None:
+        return recorded
     import mxnet as mx
 
     return mx.__version__
+
+
+def refuse_recorded_release() -> None:
+    """A UsageError when pip records an installed MXNet too old; nothing when it records none
+    (no MXNet, or one built from source: current() checks that one when it is used). Imports
+    no MXNet, so any module may call it at import."""
+    recorded = recorded_version()
+    if recorded is not None:
+        check_release(recorded)
 
 
 @lru_cache(maxsize=1)
