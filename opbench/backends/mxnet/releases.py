@@ -1,13 +1,12 @@
 """What differs between the MXNet releases opbench runs on (1.4.1 to 1.9.1), in one place.
 
-The rest of the backend asks this module instead of testing versions: it reads the registry
-through the C API every release has, it says which optional parts a release has (the build
-feature list, the NumPy-compatible front end, the profiler's JSON dump), and it holds the
-per-release answers that differ from mxnet 1.9.1's stored tables (operators whose gradient a
-release cannot take, or whose inputs it takes under other names). docs/MXNET_RELEASES.md
+The rest of the backend asks this module instead of testing versions: which release is
+installed (and whether opbench runs on it), the registry through the C API every release has,
+the optional parts a release may lack (the build feature list, mx.np), how its profiler
+records and how its imperative call is spelt, and the operators, gradients and parameter
+choices a release lacks against 1.9.1's stored tables and input rules. docs/MXNET_RELEASES.md
 explains each difference and how the suite handles it.
 """
-
 from __future__ import annotations
 
 import ctypes
@@ -91,8 +90,8 @@ def current() -> Release:
 
 
 # ---------------------------------------------------------------------------------------------
-# The operator registry, through the C API of every release (mx.operator's helpers for it
-# exist from 1.6 only)
+# The operator registry and the imperative call, through the C API of every release
+# (mx.operator's helpers for the registry exist from 1.6 only)
 
 
 def operator_names() -> List[str]:
@@ -121,6 +120,17 @@ def operator_arguments(name: str) -> Tuple[Tuple[str, ...], Tuple[str, ...], int
         ctypes.byref(types), ctypes.byref(docs), ctypes.byref(key_var), ctypes.byref(ret)))
     n = int(count.value)
     return tuple(py_str(names[i]) for i in range(n)), tuple(py_str(types[i]) for i in range(n)), n
+
+
+def imperative_invoke(handle, inputs, keys, vals, out):
+    """MXNet's imperative call of an operator handle, in this release's signature: 1.6 added
+    is_np_op, 1.7 output_is_list (both False here: classic nd operators, outputs as MXNet
+    gives them)."""
+    from mxnet.ndarray._internal import _imperative_invoke
+
+    release = current()
+    flags = () if release < (1, 6, 0) else (False,) if release < (1, 7, 0) else (False, False)
+    return _imperative_invoke(handle, inputs, keys, vals, out, *flags)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -189,6 +199,9 @@ def warmup_under_profiler() -> bool:
     return current() < (1, 5, 0)
 
 
+# ---------------------------------------------------------------------------------------------
+# Operators: what a release answers otherwise than 1.9.1
+
 def missing_operator(op: str) -> str:
     """Why a case of `op` is not run here: this MXNet lacks the operator its plan named (the
     plan was made with another MXNet: the parent of an `ab` run between releases)."""
@@ -197,20 +210,6 @@ def missing_operator(op: str) -> str:
     return (f"not run: mxnet {mx.__version__} has no operator {op} (the case was planned with another "
             f"MXNet, e.g. the other side of an `ab` run)")
 
-
-def imperative_invoke(handle, inputs, keys, vals, out):
-    """MXNet's imperative call of an operator handle, in this release's signature: 1.6 added
-    is_np_op, 1.7 output_is_list (both False here: classic nd operators, outputs as MXNet
-    gives them)."""
-    from mxnet.ndarray._internal import _imperative_invoke
-
-    release = current()
-    flags = () if release < (1, 6, 0) else (False,) if release < (1, 7, 0) else (False, False)
-    return _imperative_invoke(handle, inputs, keys, vals, out, *flags)
-
-
-# ---------------------------------------------------------------------------------------------
-# Operators: what a release answers otherwise than 1.9.1
 
 #: Operators MXNet 1.9.1 differentiates (registry.NOT_DIFFERENTIABLE is 1.9.1's probe) that an
 #: older release cannot: op → the first release that can. The probe
@@ -279,5 +278,5 @@ def unaccepted_value(info, inputs: Dict) -> Optional[str]:
         choices = [choice.strip().strip("'\"") for choice in listed.group(1).split(",")] if listed else []
         if listed and value not in choices:
             return (f"not run on mxnet {mx.__version__}: its {info.name} takes {arg} "
-                    f"{', '.join(choices)}, not {value!r} (a later release added it)")
+                    f"{', '.join(choices)}, not {value!r} (the input rules follow 1.9.1's)")
     return None
