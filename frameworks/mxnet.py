@@ -20,7 +20,11 @@ def mxnet_info() -> dict:
         import mxnet as mx
     except Exception as exc:  # absent or broken: record why
         return {"version": None, "reason": f"{type(exc).__name__}: {exc}"}
-    features = mx.runtime.Features()
-    enabled = sorted(name for name, feature in features.items() if feature.enabled)
+    try:  # a submodule from MXNet 1.5 on, imported by mxnet itself from 1.6
+        from mxnet.runtime import Features
+    except ImportError:  # MXNet 1.4 lists no build features
+        return {"version": mx.__version__, "features": None, "gpus": mx.context.num_gpus(),
+                "reason": "this MXNet has no build feature list (mxnet.runtime came with 1.5)"}
+    enabled = sorted(name for name, feature in Features().items() if feature.enabled)
     info = {"version": mx.__version__, "features": enabled, "gpus": mx.context.num_gpus() if "CUDA" in enabled else 0}
     return info

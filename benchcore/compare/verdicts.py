@@ -313,6 +313,8 @@ def compare(base: Report, new: Report, suite: Optional[Suite] = None, threshold:
         shared = [m for m in METRICS if m in bt and m in nt]
         if shared:
             judged.append((b, n, [compare_timings(m, bt[m], nt[m], evidence, category) for m in shared]))
+            result.unmeasured += [_one_sided(b, n, m, m in bt, labels[b.spec.key]) for m in METRICS
+                                  if (m in bt) != (m in nt)]
         else:
             result.unmeasured.append(dict(_brief_pair(b, n, labels[b.spec.key]),
                                           reason="no timing present in both reports"))
@@ -415,6 +417,14 @@ def _unmeasured(base: CaseResult, new: CaseResult, label: str) -> dict:
     bad = [f"{side}: {r.status}" + (f" ({_one_line(r.error)})" if r.error else "")
            for side, r in (("base", base), ("new", new)) if not r.ok]
     return dict(_brief_pair(base, new, label), reason="; ".join(bad))
+
+
+def _one_sided(base: CaseResult, new: CaseResult, metric: str, in_base: bool, label: str) -> dict:
+    """A metric one side measured and the other did not (a gradient one MXNet release lacks),
+    with the other side's reason."""
+    side, other = ("base", new) if in_base else ("new", base)
+    why = ((other.metrics or {}).get("missing") or {}).get(metric) or "not measured"
+    return dict(_brief_pair(base, new, label), reason=f"{metric}: measured on the {side} side only (other side: {why})")
 
 
 def _brief_pair(base: CaseResult, new: CaseResult, label: str) -> dict:

@@ -22,7 +22,7 @@ from opbench import views
 from opbench.equivalents import mxnet_for
 
 from ..base import OperatorInfo, Plan, split
-from . import listing, registry, workspace  # noqa: F401  (workspace: MXNet's temp-space setting, before MXNet loads)
+from . import listing, registry, releases, workspace  # noqa: F401  (workspace: MXNet's temp-space setting, before MXNet loads)
 from .api import DTYPES
 from .cases import PY_WRAPPERS, generate_cases
 from .categories import CATEGORIES, category_of, opperf_members
@@ -57,6 +57,7 @@ class MXNetBackend:
 
     def check(self, args) -> str:
         """--ctx (MXNet's device flag), --dtype, --int64-tensor, --category; torch's own flags refused."""
+        releases.current()  # an MXNet older than opbench supports: one line naming the fix
         for flag, value in (("--device", args.device), ("--size-target", args.size_target),
                             ("--manifest", args.manifest)):
             if value is not None:

@@ -25,7 +25,7 @@ from benchcore.measure.runner import RunSettings
 from benchcore.report.model import CaseResult
 from opbench.views import opperf_entry
 
-from . import registry
+from . import registry, releases
 from .cases import check_dtype as validate_dtype
 from .cases import generate_cases, operator_name, spec_from_inputs
 from .categories import CATEGORIES
@@ -254,10 +254,14 @@ def _variant_functions(name: str) -> Dict[str, tuple]:
     import mxnet as mx
 
     np_name, npx_name = FUNCTION_NAMES.get(name, (name, name))
+    no_numpy = releases.numpy_api()
     found: Dict[str, tuple] = {}
-    for label, module, target in (("nd", mx.nd, name), ("np", mx.np, np_name), ("npx", mx.npx, npx_name)):
-        function = getattr(module, target, None) if target else None
-        if function is None or not callable(function):
+    for label, target in (("nd", name), ("np", np_name), ("npx", npx_name)):
+        module = getattr(mx, label, None)
+        function = getattr(module, target, None) if target and module else None
+        if label != "nd" and no_numpy:
+            found[label] = (None, no_numpy)
+        elif function is None or not callable(function):
             found[label] = (None, f"mx.{label} has no equivalent of {name}")
         else:
             found[label] = (f"mx.{label}.{target}", function)

@@ -16,7 +16,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 from benchcore.errors import UsageError
 from benchcore.measure.case import CaseSpec
 
-from . import registry
+from . import registry, releases
 from .cases import (
     DEFAULT_SEED,
     FLOAT_DTYPES,
@@ -221,7 +221,6 @@ def _raw_invoker(name: str, inputs: List[Any], params: Dict[str, Any], out: Any)
     import ctypes
 
     from mxnet.base import _LIB, c_str, check_call
-    from mxnet.ndarray._internal import _imperative_invoke
 
     handle = ctypes.c_void_p()
     check_call(_LIB.NNGetOpHandle(c_str(name), ctypes.byref(handle)))
@@ -229,7 +228,7 @@ def _raw_invoker(name: str, inputs: List[Any], params: Dict[str, Any], out: Any)
     vals = [str(params[k]) for k in keys]
 
     def call():
-        return _imperative_invoke(handle.value, inputs, keys, vals, out, False, False)
+        return releases.imperative_invoke(handle.value, inputs, keys, vals, out)
 
     return call
 
@@ -315,7 +314,9 @@ def materialize(spec: CaseSpec, ctx: Any = None, given: Optional[Dict[str, Any]]
         values["ctx"] = context
 
     list_args = [a for a in values if info.is_list_arg(a)]
-    args: List[Any] = list(values.pop(list_args[0])) if list_args else []
+    variadic = values.pop(list_args[0]) if list_args else []
+    # one tensor for a variadic input (squeeze's data is one before MXNet 1.5) is a list of one
+    args: List[Any] = list(variadic) if isinstance(variadic, list) else [variadic]
     kwargs = values
     if name.startswith(_MULTI_UPDATE_PREFIXES) and "out" not in kwargs:
         kwargs["out"] = _multi_update_out(name, args, int(kwargs["num_weights"]))

@@ -16,7 +16,7 @@ from benchcore.errors import UsageError
 from benchcore.measure.case import CaseSpec
 
 from ..base import UnknownOperator
-from . import categories, registry, rules
+from . import categories, registry, releases, rules
 from .device import normalize_ctx, require_int64
 
 SUITE = "opbench"
@@ -243,6 +243,8 @@ def _no_cases_reason(name: str, dtype: str, ctx: str, int64_tensor: bool) -> Opt
         return "linalg operators are not run with --int64-tensor (as in opperf)"
     if name in rules.NO_RULE:
         return rules.NO_RULE[name]
+    if releases.broken(name, ctx):
+        return releases.broken(name, ctx)
     if dtype in INTEGER_DTYPES and ctx.startswith("cpu") and name in rules.INTEGER_UNSUPPORTED:
         return (f"not run at integer dtype {dtype}: MXNet refuses integer inputs to this operator "
                 f"on CPU ({rules.INTEGER_UNSUPPORTED[name]!r})")

@@ -11,6 +11,8 @@ from typing import Any, Tuple
 
 from benchcore.errors import UsageError
 
+from . import releases
+
 
 def parse_ctx(ctx: Any) -> Tuple[str, int]:
     """("cpu"|"gpu", device id) from "cpu", "cpu(N)", "gpu", "gpu(N)" or an mx.Context."""
@@ -41,9 +43,7 @@ def mx_context(ctx: Any):
 
 
 def int64_tensor_supported() -> bool:
-    import mxnet as mx
-
-    return bool(mx.runtime.Features().is_enabled("INT64_TENSOR_SIZE"))
+    return releases.has_feature("INT64_TENSOR_SIZE")
 
 
 def require_int64() -> None:
@@ -66,7 +66,7 @@ def check_ctx(ctx) -> str:
     if kind == "gpu":
         import mxnet as mx
 
-        if not mx.runtime.Features().is_enabled("CUDA"):
+        if not releases.has_feature("CUDA"):
             raise UsageError(
                 f"--ctx {text}: the installed mxnet {mx.__version__} has no CUDA support; install a CUDA build "
                 f"(pip install mxnet-cu112=={mx.__version__}, matching your CUDA version: mxnet-cuXXX) or use --ctx cpu")

@@ -65,7 +65,7 @@ from opbench.backends.mxnet.profiler import (
     summarize_phase,
 )
 
-from . import arrays, workspace
+from . import arrays, registry, releases, workspace
 from .cases import describe_inputs
 from .device import mx_context
 
@@ -73,6 +73,9 @@ ENGINES = ("native", "python")
 #: Imported by a fresh worker before it takes a case (see benchcore.execute.worker), so MXNet's
 #: import is not billed to the first case's timeout and wall time.
 WORKER_PRELOAD = ("mxnet",)
+# An `ab` side whose MXNet is older than opbench supports is refused when its python is checked
+# (benchcore imports this module there), in one line, instead of failing every case.
+releases.refuse_recorded_release()
 
 
 def _sync() -> None:
@@ -138,7 +141,7 @@ def build_workload(materialized, with_backward: bool, device: str = "cpu") -> Wo
         key = [(h.shape, h.dtype, h.context, type(h)) for h in heads]
         if cache.get("key") != key:
             cache["key"] = key
-            cache["grads"] = [(mx.np.ones_like if isinstance(h, mx.np.ndarray) else mx.nd.ones_like)(h) for h in heads]
+            cache["grads"] = [(mx.np.ones_like if releases.is_numpy_array(h) else mx.nd.ones_like)(h) for h in heads]
         return heads, cache["grads"]
 
     def backward(prepared):
@@ -196,13 +199,11 @@ class ProfilingTimer:
 
 
 def run_native(workload: Workload, settings: RunSettings, op: str, ctx) -> dict:
-    """Warmup without the profiler, then the measured runs with it (see the module docstring)."""
+    """Warmup without the profiler (with it on MXNet 1.4: releases.warmup_under_profiler), then
+    the measured runs with it (see the module docstring)."""
 
-    profiler = MXNetProfiler()
-    warm_total = 0.0
-    if settings.warmup:
-        warm = RunSettings(warmup=0, runs=settings.warmup, run_backward=settings.run_backward)
-        warm_total = run_workload(workload, warm, PerfCounterTimer(_sync)).timed_total_ms
+    profiler = MXNetProfiler(records_per_call=releases.profiler_records_per_call())
+    warm_profiled = releases.warmup_under_profiler()
     marker = PhaseMarker()
     marked = Workload(forward=marker.marking("forward", workload.forward), sync=workload.sync,
                       backward_setup=workload.backward_setup,
@@ -210,8 +211,14 @@ def run_native(workload: Workload, settings: RunSettings, op: str, ctx) -> dict:
                       zero_grad=workload.zero_grad, device=workload.device)
     measured = RunSettings(**{**settings.to_dict(), "warmup": 0})
     timer = ProfilingTimer(profiler, marker)
-    profiler.start()
+    warm_total = 0.0
     try:
+        if warm_profiled:
+            profiler.start()
+        if settings.warmup:
+            warm = RunSettings(warmup=0, runs=settings.warmup, run_backward=settings.run_backward)
+            warm_total = run_workload(workload, warm, PerfCounterTimer(_sync)).timed_total_ms
+        profiler.start()  # drops whatever the warmup recorded
         baseline = profiler.baseline_bytes(ctx, _sync)
         outcome = run_workload(marked, measured, timer, reported=timer.reported, resolution_ms=RESOLUTION_MS)
         for phase in timer.phases.values():  # the calls the runner turned into warmup
@@ -247,6 +254,8 @@ def run_native(workload: Workload, settings: RunSettings, op: str, ctx) -> dict:
         "baseline_bytes": baseline,
         "device": device,
         "dump_format": profiler.dump_format,
+        "records_per_call": profiler.records_per_call,
+        "warmup_profiled": warm_profiled,
         "missing": missing,
     }
     return metrics
@@ -320,7 +329,8 @@ def _backward_decision(spec: CaseSpec, settings: RunSettings) -> Optional[str]:
         return "backward not requested"
     if not spec.params.get("run_backward", False):
         return spec.params.get("no_backward_reason") or "backward not run for this operator"
-    return None
+    here = registry.get(spec.params.get("op", spec.name))  # planned with another MXNet (`ab`)?
+    return None if here.runs_backward else here.no_backward_reason
 
 
 def execute(spec: CaseSpec, options: dict) -> dict:
@@ -341,6 +351,11 @@ def execute(spec: CaseSpec, options: dict) -> dict:
     denormals = denormal_state(bool(options.get("flush_denormal")), ctx)
     rss_before = resident_bytes()
     peak_reset = reset_peak_rss()
+    if registry.get(op) is None:
+        raise SkipCase(releases.missing_operator(op))
+    why_not = releases.broken(op, ctx_text) or releases.unaccepted_value(registry.get(op), spec.params["inputs"])
+    if why_not:
+        raise SkipCase(why_not)
     materialized = arrays.materialize(spec, ctx=ctx)
     backward_reason = _backward_decision(spec, settings)
     workload = build_workload(materialized, backward_reason is None, device=ctx.device_type)
@@ -384,11 +399,14 @@ def _counts(array) -> dict:
     view = _host_view(array)
     if view is not None:
         return audit.count(view)
+    if not array.size:  # no reshape or asnumpy: before 1.6 MXNet takes a 0 in a shape for unknown
+        import numpy as np
+
+        return audit.count(np.zeros(0, dtype=array.dtype))
     flat = array.reshape((-1,))
-    if not flat.size:
-        return audit.count(array.asnumpy())
-    step = audit.TRANSFER_VALUES
-    return audit.count_many(flat[start:start + step].asnumpy() for start in range(0, int(flat.size), step))
+    step, size = audit.TRANSFER_VALUES, int(flat.size)
+    # the stop clamped: MXNet before 1.5 refuses a slice past the end
+    return audit.count_many(flat[start:min(start + step, size)].asnumpy() for start in range(0, size, step))
 
 
 class _Lent:

@@ -135,6 +135,15 @@ class ProfileDump:
     memory: Dict[str, MemoryStats] = field(default_factory=dict)
     source: str = "json"
 
+    def per_call(self, records: int) -> "ProfileDump":
+        """This dump for a profiler that records every operator call `records` times over the
+        same interval (MXNet before 1.6: once on the device, once in the operator domain)."""
+        if records == 1:
+            return self
+        operators = {name: OpStats(stats.count // records, stats.total_ms / records, stats.min_ms, stats.max_ms)
+                     for name, stats in self.operators.items()}
+        return ProfileDump(operators, dict(self.memory), self.source)
+
     def work(self) -> Dict[str, OpStats]:
         """Entries that are operator work, without the engine's bookkeeping."""
         return {name: stats for name, stats in self.operators.items() if name not in ENGINE_ENTRIES}
@@ -262,8 +271,9 @@ def parse_text(text: str) -> ProfileDump:
         if section == "operator" and len(numbers) == 5:
             count, total, low, high, _avg = numbers
             dump.operators[name] = OpStats(int(count), float(total), float(low), float(high))
-        elif section == "Device Storage" and len(numbers) == 4:
-            count, low, high, _avg = numbers
+        elif section == "Device Storage" and len(numbers) in (4, 5):
+            # 4: count, min, max, avg; MXNet 1.4 adds the value after the count (time columns)
+            count, low, high = numbers[0], numbers[-3], numbers[-2]
             stats = _memory_entry(name, count, low, high)
             dump.memory[stats.device] = stats
     return dump
@@ -307,13 +317,14 @@ class MXNetProfiler:
 
     _configured = False
 
-    def __init__(self, dump_format: str = "text"):
+    def __init__(self, dump_format: str = "text", records_per_call: int = 1):
         from mxnet import profiler
 
         if dump_format not in ("text", "json"):
             raise ValueError(f"dump_format must be text or json, not {dump_format!r}")
         self._profiler = profiler
         self.dump_format = dump_format
+        self.records_per_call = records_per_call
         if not MXNetProfiler._configured:
             profiler.set_config(profile_imperative=True, profile_memory=True, profile_api=False,
                                 profile_symbolic=False, aggregate_stats=True, filename=_trace_path())
@@ -333,10 +344,10 @@ class MXNetProfiler:
         """Aggregate stats since the last dump (and reset them); works while running."""
         if self.dump_format == "json":
             try:
-                return parse_json(self._profiler.dumps(format="json", reset=True))
+                return parse_json(self._profiler.dumps(format="json", reset=True)).per_call(self.records_per_call)
             except TypeError:  # an MXNet without the format argument: use the table
                 self.dump_format = "text"
-        return parse_text(self._profiler.dumps(reset=True))
+        return parse_text(self._profiler.dumps(reset=True)).per_call(self.records_per_call)
 
     def baseline_bytes(self, ctx, sync) -> Optional[int]:
         """The storage counter's value now (profiler running): allocate and free a probe.

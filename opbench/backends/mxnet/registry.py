@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Dict, List, Optional, Tuple
 
+from . import releases
+
 # Why a selected operator's backward is not timed: the answers of the probe in
 # opbench.backends.mxnet.gradients, stored in NOT_DIFFERENTIABLE and ZERO_GRADIENT below.
 NO_FGRADIENT = "not differentiable: MXNet registers no gradient for it (no FGradient)"
@@ -186,26 +188,25 @@ def filter_reason(name: str) -> Optional[str]:
 
 @lru_cache(maxsize=1)
 def _scan() -> Tuple[OperatorInfo, ...]:
-    import mxnet as mx  # lazy: importing opbench must not load MXNet
-
-    names = sorted(mx.operator.get_all_registered_operators())
+    names = sorted(releases.operator_names())  # lazy: importing opbench must not load MXNet
     registered = set(names)
     infos = []
     for name in names:
-        args = mx.operator.get_operator_arguments(name)
+        arg_names, arg_types, narg = releases.operator_arguments(name)
         reason = filter_reason(name)
+        not_differentiable = releases.not_differentiable(name, NOT_DIFFERENTIABLE.get(name), NO_FGRADIENT)
         infos.append(
             OperatorInfo(
                 name=name,
-                arg_names=tuple(args.names),
-                arg_types=tuple(args.types),
-                narg=int(args.narg),
+                arg_names=arg_names,
+                arg_types=arg_types,
+                narg=narg,
                 has_backward=f"_backward_{name}" in registered,
                 selected=reason is None,
                 reason=reason,
                 backward_off=BACKWARD_OFF.get(name),
-                differentiable=(name not in NOT_DIFFERENTIABLE) if reason is None else None,
-                not_differentiable=NOT_DIFFERENTIABLE.get(name),
+                differentiable=(not_differentiable is None) if reason is None else None,
+                not_differentiable=not_differentiable,
                 zero_gradient=ZERO_GRADIENT.get(name) if reason is None else None,
             )
         )
