@@ -186,7 +186,7 @@ def external_profile(tool_name: str, output_dir: Path, runners: Sequence[str], s
                      now: Optional[datetime.datetime] = None, run=None) -> ExternalProfile:
     """Re-run the internal loop under nsys or nvprof; the report lands in output_dir."""
     tool = external.get_tool(tool_name)
-    executable = external.find_tool(tool)
+    executable = external.find_tool(tool, alternative="--profiler torch")
     external.check_supported(tool, capability())
     folder = prepare_output_dir(output_dir)
     output = Path(str(output_base(folder, runners, sizes, now)) + tool.extension)
