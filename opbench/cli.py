@@ -106,7 +106,7 @@ def build_parser(backend, ab: bool = False) -> ArgumentParser:
                                                            f"{backend.name}: {', '.join(backend.dtypes)})")
     if not ab:
         add_output_arguments(opperf, backend.default_output_stem)
-    opperf.add_argument("-p", "--profiler", "--engine", dest="profiler", default="native", choices=backend.engines,
+    opperf.add_argument("-p", "--profiler", "--engine", dest="engine", default="native", choices=backend.engines,
                         help=("native: torch.profiler (the operators' own time per call); " if torch else
                               "native: MXNet's profiler (kernel times, memory); ")
                         + "python: perf_counter per call (default native)")
@@ -169,7 +169,7 @@ def build_report(args, plan, job, environment, results, paths):
     results = in_report_order(results)
     settings = {
         "framework": args.framework,
-        "profiler": args.profiler,
+        "profiler": args.engine,
         "dtype": args.dtype,
         **plan.settings,
         "warmup": args.warmup,
@@ -281,7 +281,7 @@ def _job(backend, args, device: str, checkpoint, pythons=None):
     if not plan.specs:
         raise UsageError("no case to run with these --ops/--category/--exclude/--dtype/--shard choices; "
                          "opbench --list with the same flags says why each operator has none")
-    options = {"profiler": args.profiler, "threads": args.threads, "seed": args.seed, **audit_options(args),
+    options = {"profiler": args.engine, "threads": args.threads, "seed": args.seed, **audit_options(args),
                **plan.worker_options}
     job = SweepJob(backend.suite, plan.specs, settings, rounds_from(args, DEFAULT_ROUNDS), options, checkpoint,
                    pythons=pythons or {})

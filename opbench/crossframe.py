@@ -61,7 +61,7 @@ def build_parser() -> ArgumentParser:
     parser.add_argument("--list", action="store_true", help="list the pairs and exit")
     parser.add_argument("--dtype", default="float32", choices=("float32", "float64"),
                         help="dtype of every tensor (default float32)")
-    parser.add_argument("-p", "--profiler", "--engine", dest="profiler", default="python", choices=("python", "native"),
+    parser.add_argument("-p", "--profiler", "--engine", dest="engine", default="python", choices=("python", "native"),
                         help="python: wall clock around each call, both sides alike (default); native: each "
                              "framework's own profiler")
     parser.add_argument("-w", "--warmup", type=non_negative_int, default=25, help="warmup iterations (default 25)")
@@ -166,13 +166,13 @@ def _job(args, framework: str, specs, checkpoint):
 
     suite = backend_for(framework).suite
     settings = run_settings_from(args, args.warmup, args.runs)
-    options = {"profiler": args.profiler, "threads": args.threads, "seed": args.seed}
+    options = {"profiler": args.engine, "threads": args.threads, "seed": args.seed}
     return SweepJob(suite, specs, settings, rounds_from(args, DEFAULT_ROUNDS), options, checkpoint)
 
 
 def _extra(args, framework: str) -> dict:
     """The environment's run settings (the same for both sides)."""
-    return {"threads": args.threads, "engine": args.profiler, "seed": args.seed, "crossframe": True}
+    return {"threads": args.threads, "engine": args.engine, "seed": args.seed, "crossframe": True}
 
 
 def build_report(args, measured: dict, rows: List[dict]):
@@ -185,7 +185,7 @@ def build_report(args, measured: dict, rows: List[dict]):
                        systems={"mxnet": mxnet_env.get("system"), "torch": torch_env.get("system")})
     by_key = {r.spec.key: r for r in mxnet_results + torch_results}
     table = [dict(row, **_figures(by_key.get(row["mxnet_key"]), by_key.get(row["torch_key"]))) for row in rows]
-    settings = {"crossframe": True, "profiler": args.profiler, "dtype": args.dtype, "ctx": "cpu(0)", "device": "cpu",
+    settings = {"crossframe": True, "profiler": args.engine, "dtype": args.dtype, "ctx": "cpu(0)", "device": "cpu",
                 "warmup": args.warmup, "runs": args.runs, "seed": args.seed, "pairs": split(args.ops),
                 "threads": args.threads, "timeout_s": args.timeout, "tiny": bool(args.tiny),
                 "run_settings": mxnet_job.settings.to_dict(), "rounds": mxnet_job.settings_record()}

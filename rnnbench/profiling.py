@@ -196,7 +196,7 @@ def external_profile(tool_name: str, output_dir: Path, runners: Sequence[str], s
         raise UsageError(f"--profiler {tool.name} traces CUDA kernels and NVTX ranges, and --device {device} has none "
                          "(its report would be empty); use --profiler torch for a CPU profile")
     external.check_supported(tool, capability())
-    executable = external.find_tool(tool)
+    executable = external.find_tool(tool, alternative="--profiler torch")
     folder = prepare_output_dir(output_dir)
     output = Path(str(output_base(folder, runners, sizes, now)) + tool.extension)
     inner = inner_command({**{name: sizes[name] for name in SIZE_DEFAULTS}, **options}, runners)

@@ -90,12 +90,15 @@ def get_tool(name: str) -> ExternalTool:
         raise UsageError(f"unknown external profiler {name!r}; choose one of {', '.join(TOOLS)}") from None
 
 
-def find_tool(tool: ExternalTool, which: Callable[[str], Optional[str]] = shutil.which) -> str:
-    """The tool's path on PATH, or a UsageError saying how to get it."""
+def find_tool(tool: ExternalTool, which: Callable[[str], Optional[str]] = shutil.which,
+              alternative: Optional[str] = None) -> str:
+    """The tool's path on PATH, or a UsageError saying how to get it (and the suite's `alternative`
+    flag that needs no such tool, e.g. rnnbench's `--profiler torch`)."""
     path = which(tool.name)
     if path is None:
         hint = "install Nsight Systems" if tool.name == "nsys" else "install the CUDA toolkit's nvprof (or use nsys)"
-        raise UsageError(f"{tool.name} not found on PATH; {hint} and put it on PATH, or use --profiler torch")
+        raise UsageError(f"{tool.name} not found on PATH; {hint} and put it on PATH"
+                         + (f", or use {alternative}" if alternative else ""))
     return path
 
 

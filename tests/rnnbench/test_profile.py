@@ -381,3 +381,11 @@ def test_parse_key_averages_converts_units_and_merges():
     cpu_only = parse_key_averages(events[:1])
     [row] = [line for line in markdown_table(cpu_only).splitlines() if line.startswith("| aten::mm")]
     assert row.count("---") == 2  # device columns of a CPU-only session: not measured, not 0
+
+
+def test_a_missing_tool_names_how_to_get_it_and_rnnbenchs_way_around_it():
+    with pytest.raises(UsageError, match=r"nsys not found on PATH; install Nsight Systems and put it on PATH$"):
+        external.find_tool(external.NSYS, which=lambda name: None)
+    with pytest.raises(UsageError, match=r"nvprof not found on PATH; .* or use --profiler torch$"):
+        external.find_tool(external.NVPROF, which=lambda name: None, alternative="--profiler torch")
+    assert external.find_tool(external.NSYS, which=lambda name: f"/opt/bin/{name}") == "/opt/bin/nsys"

@@ -541,18 +541,18 @@ def sweep_on_cluster(job, plan, prog: str, argv: Sequence[str], extra: dict, on_
         request = ProbeRequest(job.suite.name, job.suite.executor, tuple(job.suite.frameworks), [prog, *argv],
                                {**extra, "git_commit": git_commit()}, setup, tuple(job.suite.collectors))
         nodes, claim, groups = _probed_nodes(ray, job, cluster, request)
-        plan = job.rounds.slots(job.specs, job.sides)
+        slots = job.rounds.slots(job.specs, job.sides)
         store, done = _open_checkpoint(job, plan.resume)
-        missing = [slot for slot in plan if slot.key not in done]
+        missing = [slot for slot in slots if slot.key not in done]
         shards = cut_shards(missing, cluster.shards or sum(node.capacity for node in nodes))
-        on_event(f"{address.text}: {len(nodes)} eligible node(s) probed; {len(missing)} of {len(plan)} slots to run "
+        on_event(f"{address.text}: {len(nodes)} eligible node(s) probed; {len(missing)} of {len(slots)} slots to run "
                  f"in {len(shards)} shard(s), each claiming {_CLAIMS[claim]}"
-                 + (f"; {len(plan) - len(missing)} taken from the checkpoint" if done else ""))
+                 + (f"; {len(slots) - len(missing)} taken from the checkpoint" if done else ""))
         template = ShardTask("", job.suite.executor, job.options(), [], plan.timeout_s, plan.memory_limit_bytes, setup)
         dispatch = Dispatch(ray, nodes, shards, template, store, cluster.max_retries, on_event, on_result)
         results = {**done, **dispatch.run()}
     record = _record(cluster, claim, nodes, groups, len(shards), dispatch, results, len(done))
-    combined = combine_results([(slot, results[slot.key]) for slot in plan], job.specs, job.suite.combine_rounds)
+    combined = combine_results([(slot, results[slot.key]) for slot in slots], job.specs, job.suite.combine_rounds)
     return {"": (dict(groups[0].environment, cluster=record), combined)}
 
 

@@ -97,8 +97,8 @@ class MXNetBackend:
     # ------------------------------------------------------------------ reports
 
     def environment_extra(self, args) -> dict:
-        return {"threads": args.threads, "engine": args.profiler, "seed": args.seed,
-                "timer": "mxnet-profiler" if args.profiler == "native" else "perf_counter"}
+        return {"threads": args.threads, "engine": args.engine, "seed": args.seed,
+                "timer": "mxnet-profiler" if args.engine == "native" else "perf_counter"}
 
     def to_markdown(self, report) -> str:
         return views.to_markdown(report)

@@ -153,8 +153,8 @@ class TorchBackend:
 
     def environment_extra(self, args) -> dict:
         timer = {"native": "torch-profiler", "python": "cuda_event" if (args.device or "").startswith("cuda")
-                 else "perf_counter"}[args.profiler]
-        return {"threads": args.threads, "engine": args.profiler, "seed": args.seed, "timer": timer,
+                 else "perf_counter"}[args.engine]
+        return {"threads": args.threads, "engine": args.engine, "seed": args.seed, "timer": timer,
                 "framework": NAME}
 
     def to_markdown(self, report) -> str:
