@@ -332,7 +332,7 @@ def test_adaptive_markdown_states_the_sampling_and_capped_cases(tmp_path):
     header = md.split("# Benchmark Results")[1].strip().splitlines()[0]
     assert "runs 3" not in header
     assert "adaptive sampling: runs until IQR/median < 0.01" in header and "at most 1e-06 s per case" in header
-    table = [line for line in md.splitlines() if line.startswith("| round")]
+    table = [line for line in md.splitlines() if line.startswith("| round ")]
     # the default 3 rounds, each stopped after its first run
     assert len(table) == 3 and all(line.rstrip(" |").endswith("3 (capped)") for line in table)
     columns = [cell.strip() for cell in md.split("\n| Operator")[1].splitlines()[0].split("|")]
