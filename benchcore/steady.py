@@ -115,12 +115,6 @@ def round_record(warmup: int, extra_warmup: int, state: Steadiness) -> dict:
             "reached": state.steady, "reason": state.reason(extra_warmup)}
 
 
-def unsteady_rounds(metrics: dict) -> List[dict]:
-    """The rounds of a case's metrics that did not reach steady state (their `steady` records)."""
-    records = metrics.get("steady") if isinstance(metrics, dict) else None
-    return [r for r in records or [] if isinstance(r, dict) and r.get("reached") is False]
-
-
 def summary(metrics: dict) -> Optional[str]:
     """One line for a view: the extra warmup a case's rounds needed, and any that never settled;
     None when every round was steady after the fixed warmup (or nothing was recorded)."""
