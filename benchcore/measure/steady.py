@@ -29,8 +29,11 @@ COLD_SIGMAS = 4.0
 #: fewer samples than this leave no settled half to hold the first ones against
 MIN_SAMPLES = 4
 #: a change of the median from the series' first third to its last beyond this is a drift, when
-#: the thirds' interquartile ranges do not overlap either
+#: the thirds' interquartile ranges do not overlap either…
 DRIFT_RATIO = 0.20
+#: …and each third holds at least 5 samples (the quickstart's 7 samples a round gave thirds of
+#: two, and under load 40% of its case-rounds "drifted": a spike is not a trend)
+DRIFT_MIN_SAMPLES = 15
 ROBUST_SIGMA = 1.4826  # MAD → standard deviation for normal scatter
 
 
@@ -82,7 +85,7 @@ def drift(samples: Sequence[float]) -> Optional[float]:
     """The relative change of the median from the first third of the series to the last, when it
     exceeds DRIFT_RATIO and the thirds' interquartile ranges do not overlap; else None."""
     n = len(samples)
-    if n < 3 * (MIN_SAMPLES // 2):
+    if n < DRIFT_MIN_SAMPLES:
         return None
     third = n // 3
     first = np.asarray(samples[:third], dtype=np.float64)
@@ -113,12 +116,6 @@ def round_record(warmup: int, extra_warmup: int, state: Steadiness) -> dict:
     per round once rounds are combined)."""
     return {"warmup_calls": warmup + extra_warmup, "extra_warmup": extra_warmup,
             "reached": state.steady, "reason": state.reason(extra_warmup)}
-
-
-def unsteady_rounds(metrics: dict) -> List[dict]:
-    """The rounds of a case's metrics that did not reach steady state (their `steady` records)."""
-    records = metrics.get("steady") if isinstance(metrics, dict) else None
-    return [r for r in records or [] if isinstance(r, dict) and r.get("reached") is False]
 
 
 def summary(metrics: dict) -> Optional[str]:

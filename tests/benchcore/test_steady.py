@@ -50,13 +50,14 @@ def test_a_late_spike_is_not_a_cold_start_and_scatter_is_not_cold():
 
 
 def test_a_slow_drift_is_flagged_not_warmed_away():
-    series = [10.0 * (1 + 0.05 * i) for i in range(12)]  # +5% a call: +120% over the series
+    series = [10.0 * (1 + 0.05 * i) for i in range(18)]  # +5% a call: +170% over the series
     assert cold_head(series) == 0
     change = drift(series)
     assert change is not None and change > 0.2
     state = judge(series)
     assert not state.steady and "drift by +" in state.reason(0)
-    assert drift(SETTLED) is None
+    assert drift(SETTLED + SETTLED) is None
+    assert drift(series[:12]) is None  # thirds of four samples: too few to call a trend
 
 
 def test_too_few_samples_say_nothing():
