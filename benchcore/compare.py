@@ -155,6 +155,8 @@ class Comparison:
     drift: Optional[Drift] = None
     #: the variance prior the round-based tests were moderated with (None: too few cases)
     prior: Optional[VariancePrior] = None
+    #: the verdicts on instruction counts, when both reports hold them (benchcore.count_verdicts)
+    counts: Optional[object] = None
 
     @property
     def summary(self) -> List[CategorySummary]:
@@ -225,6 +227,7 @@ class Comparison:
             "drift": self.drift.to_dict() if self.drift else None,
             "variance_prior": self.prior.to_dict() if self.prior else None,
             "gate": self.gate,
+            "instructions": self.counts.to_dict() if self.counts is not None else None,
         }
 
     def to_json(self) -> str:

@@ -45,6 +45,10 @@ class SweepJob:
     env: Optional[Dict[str, str]] = None
     #: time benchcore.reference once per round (and side), at a random place in the round
     reference: bool = True
+    #: every worker's command-line prefix (the instruction engine's valgrind), and the factor
+    #: its cases' --timeout is scaled by
+    launcher: Tuple[str, ...] = ()
+    timeout_scale: float = 1.0
 
     @property
     def sides(self) -> Sequence[str]:
@@ -169,7 +173,8 @@ def run(job: SweepJob, args) -> Dict[str, List[CaseResult]]:
     try:
         done = run_slots(
             slots, job.suite.executor, job.options(),
-            isolate=not args.no_isolation, timeout_s=args.timeout, checkpoint=job.checkpoint, resume=args.resume,
+            isolate=not args.no_isolation, timeout_s=args.timeout and args.timeout * job.timeout_scale,
+            checkpoint=job.checkpoint, resume=args.resume, launcher=job.launcher,
             memory_limit_bytes=memory_limit_bytes(args),
             env=job.env, pythons=job.pythons or None, on_start=started, on_result=lambda result: bar.update(1))
     finally:

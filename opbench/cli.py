@@ -39,7 +39,9 @@ from benchcore.cli import (ArgumentParser, add_output_arguments, add_run_argumen
                            apply_threads, check_output_paths, checkpoint_path_for, formats_for, non_negative_int,
                            output_paths, positive_int, run_main, run_settings_from, write_outputs)
 from benchcore.commands import COMMANDS as REPORT_COMMANDS
+from benchcore import valgrind
 from benchcore.errors import UsageError
+from benchcore.instructions import ENGINE, INSTRUCTION_DEFAULTS, engine_of
 
 from .backends import FRAMEWORKS, backend_for
 from .backends.base import split as _split
@@ -54,8 +56,9 @@ AB_DEFAULT_DIR = "opbench-ab"
 DEFAULT_ROUNDS = 3
 
 
-def build_parser(backend, ab: bool = False) -> ArgumentParser:
-    """The flags of one framework's sweep (defaults that differ between backends come from it)."""
+def build_parser(backend, ab: bool = False, engine: str = "") -> ArgumentParser:
+    """The flags of one framework's sweep (defaults that differ between backends, and under the
+    instruction engine, come from them)."""
     torch = backend.name == "torch"
     parser = ArgumentParser(
         prog=f"{PROG} {AB_COMMAND}" if ab else PROG,
@@ -107,6 +110,9 @@ def build_parser(backend, ab: bool = False) -> ArgumentParser:
     add_run_arguments(parser, rounds=DEFAULT_ROUNDS, memory_limit_gb=backend.memory_limit_gb,
                       memory_why=f" for --framework {backend.name}")
     audit.add_audit_arguments(parser)
+    valgrind.add_arguments(parser)
+    if engine == ENGINE:
+        parser.set_defaults(**INSTRUCTION_DEFAULTS)
     if ab:
         from benchcore.ab import add_ab_arguments
 
@@ -155,6 +161,8 @@ def build_report(args, plan, job, environment, results, paths):
         "resume": args.resume,
         **audit.worker_options(args),
     }
+    if job.worker_options.get("valgrind"):
+        settings["valgrind"] = job.worker_options["valgrind"]
     extra = {**from_results(plan.skipped, results), "excluded": plan.excluded, **plan.extra}
     environment = dict(environment, finished_at=now_iso())
     return Report(suite=PROG, environment=environment, settings=settings, results=results, extra=extra)
@@ -210,7 +218,7 @@ def run(argv: List[str]) -> int:
     flags = argv[1:] if ab else argv
     backend = backend_for(framework_of(flags))
     try:
-        args = build_parser(backend, ab).parse_args(flags)
+        args = build_parser(backend, ab, engine_of(flags)).parse_args(flags)
     except SystemExit as exc:  # --help
         return exc.code if isinstance(exc.code, int) else 0
     if not ab and args.all and not args.list:
@@ -239,6 +247,8 @@ def _job(backend, args, device: str, checkpoint, pythons=None):
                **plan.worker_options}
     job = SweepJob(backend.suite, plan.specs, settings, rounds_from(args, DEFAULT_ROUNDS), options, checkpoint,
                    pythons=pythons or {})
+    if args.profiler == ENGINE:
+        valgrind.apply(job, valgrind.plan(args.cache_sim))
     return job, plan
 
 

@@ -33,6 +33,9 @@ EXECUTOR = "rnnbench.bench:execute"
 WORKER_PRELOAD = ("torch", "rnnbench.runners")
 
 #: fastrnns' sizes and their defaults, in the order its file names use them (s, l, i, h, b).
+#: python: each call timed (ms); instructions: each call counted under valgrind (benchcore.instructions)
+ENGINE_INSTRUCTIONS = "instructions"
+ENGINES = ("python", ENGINE_INSTRUCTIONS)
 SIZE_DEFAULTS = {"seqLength": 100, "numLayers": 1, "inputSize": 512, "hiddenSize": 512, "miniBatch": 64}
 #: fastrnns' ResNets always ran on 32 images of 3x224x224, whatever --miniBatch said.
 CNN_BATCH_DEFAULT = 32
@@ -317,17 +320,18 @@ def execute(spec: CaseSpec, options: dict) -> dict:
     _apply_threads(options)
     denormals = torch_flush_state(bool(options.get("flush_denormal")))
     settings = RunSettings.from_dict(options.get("settings") or {})
+    counting = options.get("engine") == ENGINE_INSTRUCTIONS
     with prepared(spec) as prep:
         timer = timer_for(prep.workload.device, prep.workload.sync)
-        outcome = run_workload(prep.workload, settings, timer)
+        outcome = count_instructions(prep.workload, settings) if counting else run_workload(prep.workload, settings, timer)
         found = audit_workload(prep.workload, prep.modeldef.param_names) if options.get("audit") is not False else None
-    metrics = outcome.to_dict()
+    metrics = outcome if counting else outcome.to_dict()
     metrics["audit"] = found
     metrics["denormals"] = denormals
     info = _model_info(prep)
     metrics.update({
-        "unit": "ms",
-        "timer": timer.name,
+        "unit": "instructions" if counting else "ms",
+        "timer": "callgrind" if counting else timer.name,
         "group": spec.params.get("group"),
         "build_ms": prep.build_ms,
         "info": _jsonable(info),
@@ -335,6 +339,19 @@ def execute(spec: CaseSpec, options: dict) -> dict:
     metrics.update(compile_metrics(info))
     if found is None:
         metrics.setdefault("missing", {})["audit"] = "not asked for (--no-audit)"
+    return metrics
+
+
+def count_instructions(workload, settings) -> dict:
+    """The runner's calls counted under callgrind (benchcore.instructions) on one intra-op thread."""
+    import torch
+
+    from benchcore.instructions import count_workload
+    from benchcore.valgrind import Collector
+
+    torch.set_num_threads(1)
+    metrics = count_workload(workload, settings, Collector.in_worker())
+    metrics["forward"] = metrics["backward"] = None
     return metrics
 
 

@@ -21,6 +21,9 @@ from benchcore import cli as core_cli
 from benchcore.cli import ArgumentParser, non_negative_float, non_negative_int, positive_int
 from benchcore.errors import UsageError
 
+from benchcore import valgrind
+from benchcore.instructions import ENGINE, INSTRUCTION_DEFAULTS, engine_of
+
 from . import bench
 from .suite import SUITE
 
@@ -77,7 +80,7 @@ def _add_model_options(parser, with_seed_default: Optional[int] = DEFAULT_SEED) 
                         help=f"seed for inputs and parameters, 0 to 2**63 - 2, recorded in the report (default {with_seed_default})")
 
 
-def _bench_parser(sub, ab: bool = False) -> None:
+def _bench_parser(sub, ab: bool = False, engine: str = "") -> None:
     if ab:
         p = sub.add_parser(AB_COMMAND, help="time the same runners under two Python environments, interleaved",
                            description="Time runners under --base-python and --new-python (e.g. two PyTorch builds), "
@@ -108,6 +111,13 @@ def _bench_parser(sub, ab: bool = False) -> None:
     # benchcore's 600 s default, so a default CPU sweep would time out.
     core_cli.add_run_arguments(p, rounds=DEFAULT_ROUNDS, timeout_s=BENCH_TIMEOUT_S)
     audit.add_audit_arguments(p)
+    p.add_argument("--engine", default="python", choices=bench.ENGINES,
+                   help="python: time each call (ms); instructions: count each call's instructions under valgrind "
+                        "(docs/INSTRUCTIONS.md; defaults then --warmup 2 --nloops 3 --rounds 1 --threads 1)")
+    valgrind.add_arguments(p)
+    if engine == ENGINE:
+        p.set_defaults(warmup=INSTRUCTION_DEFAULTS["warmup"], nloops=INSTRUCTION_DEFAULTS["runs"],
+                       rounds=INSTRUCTION_DEFAULTS["rounds"], threads=1)
     if ab:
         from benchcore.ab import add_ab_arguments
 
@@ -156,13 +166,13 @@ def _profile_parser(sub) -> None:
                    help=argparse.SUPPRESS)  # set by the outer run under nsys/nvprof
 
 
-def build_parser() -> ArgumentParser:
+def build_parser(engine: str = "") -> ArgumentParser:
     parser = ArgumentParser(prog=PROG, description="fastrnns-style RNN and CNN benchmarks on benchcore. "
                             "Also: rnnbench compare|plot|merge|system (see rnnbench compare --help).")
     sub = parser.add_subparsers(dest="command", metavar="{bench,ab,test,profile,compare,plot,merge,system}")
     sub.required = True
-    _bench_parser(sub)
-    _bench_parser(sub, ab=True)
+    _bench_parser(sub, engine=engine)
+    _bench_parser(sub, ab=True, engine=engine)
     _test_parser(sub)
     _profile_parser(sub)
     return parser
@@ -266,7 +276,11 @@ def _job(args, checkpoint, pythons=None):
     bench.check_runners(sorted({s.name for s in specs}), args.device)
     settings = core_cli.run_settings_from(args, warmup=args.warmup, runs=args.nloops)
     options = {"threads": args.threads, "seed": args.seed, **audit.worker_options(args)}
+    if args.engine == ENGINE:
+        options["engine"] = ENGINE
     job = SweepJob(SUITE, specs, settings, rounds_from(args, DEFAULT_ROUNDS), options, checkpoint, pythons=pythons or {})
+    if args.engine == ENGINE:
+        valgrind.apply(job, valgrind.plan(args.cache_sim))
     return job, all_specs
 
 
@@ -281,7 +295,8 @@ def _report(args, job, all_specs, environment, results):
                   "rounds": job.settings_record(), "device": args.device, "fuser": args.fuser,
                   "executor": args.executor or "default",
                   "sizes": {**bench.sizes_from(args), "cnnBatch": args.cnnBatch}, "unit": "ms", "shard": args.shard,
-                  "runners": bench.run_order(all_specs), **audit.worker_options(args)},
+                  "runners": bench.run_order(all_specs), **audit.worker_options(args), "engine": args.engine,
+                  **({"valgrind": job.worker_options["valgrind"]} if job.worker_options.get("valgrind") else {})},
         results=results,
     )
 
@@ -452,7 +467,7 @@ def _main(argv: List[str]) -> int:
 
     if argv and argv[0] in COMMANDS:
         return shared_main(SUITE, argv)
-    args = build_parser().parse_args(argv)
+    args = build_parser(engine_of(argv)).parse_args(argv)
     _split_runner_lists(args)
     if args.command == "bench":
         return _bench(args, argv)

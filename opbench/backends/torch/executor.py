@@ -39,7 +39,7 @@ from benchcore.memory import peak_rss, reset_peak_rss, resident_bytes
 from benchcore.runner import RunSettings, run_workload
 from benchcore.timers import PhaseMarker, timer_for
 
-ENGINES = ("native", "python")
+ENGINES = ("native", "python", "instructions")
 #: imported by a fresh worker before its first case (benchcore.isolation)
 WORKER_PRELOAD = ("torch",)
 #: the profiler range around each timed call
@@ -136,6 +136,20 @@ class RangeTimer:
         result, ms = self.inner.time(ranged)
         self.phases.append(self.marker.phase)
         return result, ms
+
+
+def run_instructions(workload: Workload, settings: RunSettings) -> dict:
+    """Counts under callgrind (benchcore.instructions), on one intra-op thread."""
+    import torch
+
+    from benchcore.instructions import count_workload
+    from benchcore.valgrind import Collector
+
+    torch.set_num_threads(1)
+    metrics = count_workload(workload, settings, Collector.in_worker())
+    metrics["forward"] = metrics["backward"] = None
+    metrics["profiler"] = None
+    return metrics
 
 
 def run_python(workload: Workload, settings: RunSettings, device: str) -> dict:
@@ -258,7 +272,7 @@ def execute(spec: CaseSpec, options: dict) -> dict:
 
     engine = options.get("profiler") or "native"
     if engine not in ENGINES:
-        raise UsageError(f"unknown profiler {engine!r}; choose native or python")
+        raise UsageError(f"unknown profiler {engine!r}; choose native, python or instructions")
     settings = RunSettings.from_dict(options.get("settings") or {})
     denormals = torch_flush_state(bool(options.get("flush_denormal")))
     params = spec.params
@@ -277,6 +291,8 @@ def execute(spec: CaseSpec, options: dict) -> dict:
     memory = _device_memory_start(device)
     if engine == "python":
         metrics = run_python(workload, run_settings, device)
+    elif engine == "instructions":
+        metrics = run_instructions(workload, run_settings)
     else:
         metrics = run_native(workload, run_settings, device, entry.get("aten_name"))
     metrics["engine"] = engine
