@@ -34,7 +34,7 @@ ENGINE = "instructions"
 UNITS = {"Ir": "instructions", "cycles_est": "cycles (estimated)", "L1_misses": "misses", "LL_misses": "misses"}
 #: a sweep's defaults under the engine: counts repeat exactly, so a few repeats in one process
 #: suffice, and a warmup keeps first-call set-up (primitive caches) out of them
-INSTRUCTION_DEFAULTS = {"warmup": 2, "runs": 3, "rounds": 1}
+INSTRUCTION_DEFAULTS = {"warmup": 2, "runs": 3, "rounds": 1, "threads": 1}
 #: the flags that choose an engine
 ENGINE_FLAGS = ("-p", "--profiler", "--engine")
 #: the figure verdicts rest on
@@ -155,7 +155,7 @@ def count_workload(workload: Workload, settings: RunSettings, collector) -> dict
             if last:
                 profiles[phase] = dump.profile()
     counts = {phase: _counts(rows) if rows else None for phase, rows in totals.items()}
-    return {"engine": ENGINE, "counts": counts, "profile": profiles,
+    return {"engine": ENGINE, "counts": counts, "profile": profiles, "code_path": code_path(),
             "count_overhead": quantities(overhead.totals), "repeats": settings.runs, "warmup": settings.warmup}
 
 
@@ -192,3 +192,45 @@ def engine_of(argv: Sequence[str]) -> str:
     pre.add_argument(*ENGINE_FLAGS, dest="engine", default="")
     known, _rest = pre.parse_known_args(argv)
     return known.engine
+
+
+# --------------------------------------------------------------------------- faithfulness
+
+#: CPU features whose absence under valgrind (it emulates up to AVX2) changes libraries' kernels
+ISA_FEATURES = ("AVX512F", "AVX512_SKX", "AVX512_CNL", "AVX512_ICL", "AVX512_SPR", "AVX2", "FMA3", "AVX")
+
+
+def code_path() -> dict:
+    """What decides which kernels the libraries in this process take: the CPU features it sees
+    (numpy's dispatch table reads CPUID, which valgrind answers for its emulated CPU), torch's
+    CPU capability when torch is loaded, and the thread counts. Run natively and under valgrind,
+    the two say where counts follow other code than the timed runs (docs/INSTRUCTIONS.md)."""
+    import sys
+
+    found: dict = {"threads_env": {name: os.environ.get(name) for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS")}}
+    try:
+        from numpy.core._multiarray_umath import __cpu_features__ as features
+
+        found["cpu_features"] = [name for name in ISA_FEATURES if features.get(name)]
+    except ImportError:
+        found["cpu_features"] = None
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        found["torch_cpu_capability"] = torch.backends.cpu.get_cpu_capability()
+        found["torch_threads"] = torch.get_num_threads()
+    return found
+
+
+def faithfulness(native: dict, counted: List[dict]) -> dict:
+    """The report's record of the code paths natively and under valgrind, and where they differ."""
+    under = next((c for c in counted if c), None) or {}
+    differences = []
+    for key in ("cpu_features", "torch_cpu_capability"):
+        if key in under and native.get(key) != under.get(key):
+            differences.append({"key": key, "native": native.get(key), "valgrind": under.get(key)})
+    return {"native": native, "valgrind": under, "differences": differences,
+            "warning": None if not differences else (
+                "the libraries see other CPU features under valgrind ("
+                + "; ".join(f"{d['key']}: {d['native']} natively, {d['valgrind']} under valgrind" for d in differences)
+                + "): kernels dispatched on them (oneDNN, torch's vectorised ops, OpenBLAS) take other code paths, so "
+                  "counts judge those paths, not the ones timed natively")}

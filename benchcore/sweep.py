@@ -49,6 +49,8 @@ class SweepJob:
     #: its cases' --timeout is scaled by
     launcher: Tuple[str, ...] = ()
     timeout_scale: float = 1.0
+    #: the factor --memory-limit-gb is scaled by (valgrind's own memory lives in the worker)
+    memory_scale: float = 1.0
 
     @property
     def sides(self) -> Sequence[str]:
@@ -175,7 +177,7 @@ def run(job: SweepJob, args) -> Dict[str, List[CaseResult]]:
             slots, job.suite.executor, job.options(),
             isolate=not args.no_isolation, timeout_s=args.timeout and args.timeout * job.timeout_scale,
             checkpoint=job.checkpoint, resume=args.resume, launcher=job.launcher,
-            memory_limit_bytes=memory_limit_bytes(args),
+            memory_limit_bytes=memory_limit_bytes(args, job.memory_scale),
             env=job.env, pythons=job.pythons or None, on_start=started, on_result=lambda result: bar.update(1))
     finally:
         bar.close()
@@ -186,9 +188,9 @@ def run(job: SweepJob, args) -> Dict[str, List[CaseResult]]:
     return combined
 
 
-def memory_limit_bytes(args) -> Optional[int]:
-    """--memory-limit-gb in bytes (the workers' restart ceiling); None without one."""
-    return int(args.memory_limit_gb * 2**30) if args.memory_limit_gb else None
+def memory_limit_bytes(args, scale: float = 1.0) -> Optional[int]:
+    """--memory-limit-gb in bytes (the workers' restart ceiling), times `scale`; None without one."""
+    return int(args.memory_limit_gb * 2**30 * scale) if args.memory_limit_gb else None
 
 
 def _progress(total: int):

@@ -37,6 +37,10 @@ INSTALL_HINT = "install valgrind (Debian/Ubuntu: apt-get install valgrind; or ru
 #: callgrind runs a framework's calls ~100x slower than natively (measured: docs/INSTRUCTIONS.md);
 #: a case's --timeout is scaled by this under the engine
 SLOWDOWN = 100
+#: valgrind's shadow state and translations live in the worker: a worker's resident memory under
+#: callgrind is ~2.2x its native size (MXNet: 0.4 GB → 0.88 GB), so --memory-limit-gb is scaled by
+#: this (else every case would restart the worker and pay the 80 s import again)
+MEMORY_SCALE = 3.0
 #: the worker's environment under the engine (see the module docstring)
 DETERMINISTIC_ENV = {
     "PYTHONHASHSEED": "0",
@@ -284,6 +288,7 @@ def apply(job, found: Plan) -> None:
     checkpoint's options (a resume with another geometry is refused) and the report."""
     job.launcher = found.launcher
     job.timeout_scale = SLOWDOWN
+    job.memory_scale = MEMORY_SCALE
     job.reference = False
     job.worker_options["valgrind"] = found.record
 

@@ -39,7 +39,7 @@ from benchcore.cli import (ArgumentParser, add_output_arguments, add_run_argumen
                            apply_threads, check_output_paths, checkpoint_path_for, formats_for, non_negative_int,
                            output_paths, positive_int, run_main, run_settings_from, write_outputs)
 from benchcore.commands import COMMANDS as REPORT_COMMANDS
-from benchcore import valgrind
+from benchcore import count_report, valgrind
 from benchcore.errors import UsageError
 from benchcore.instructions import ENGINE, INSTRUCTION_DEFAULTS, engine_of
 
@@ -162,7 +162,7 @@ def build_report(args, plan, job, environment, results, paths):
         **audit.worker_options(args),
     }
     if job.worker_options.get("valgrind"):
-        settings["valgrind"] = job.worker_options["valgrind"]
+        settings["valgrind"] = count_report.settings_block(job.worker_options["valgrind"], results)
     extra = {**from_results(plan.skipped, results), "excluded": plan.excluded, **plan.extra}
     environment = dict(environment, finished_at=now_iso())
     return Report(suite=PROG, environment=environment, settings=settings, results=results, extra=extra)
@@ -191,6 +191,9 @@ def summarize(report, skipped, started: float, written: List[Path]) -> None:
         say(f"failed {len(failed)} case(s):")
         for r in failed:
             print(f"  {label_of(r)}: {r.status}: {r.error}", file=sys.stderr)
+    note = count_report.warning(report.settings.get("valgrind"))
+    if note:
+        say(f"warning: {note}")
     for line in audit.sweep_lines([(label_of(r), r.metrics) for r in ok], PROG):
         print(line, file=sys.stderr)
     uncovered = report.extra.get("no_benchmark") or []
@@ -238,6 +241,7 @@ def _job(backend, args, device: str, checkpoint, pythons=None):
     """The sweep both `opbench` and `opbench ab` run: (job, plan)."""
     from benchcore.sweep import SweepJob, rounds_from
 
+    counting = valgrind.plan(args.cache_sim) if args.profiler == ENGINE else None  # before planning: a missing tool
     settings = run_settings_from(args, args.warmup, args.runs)
     plan = backend.plan(args, device)
     if not plan.specs:
@@ -247,8 +251,8 @@ def _job(backend, args, device: str, checkpoint, pythons=None):
                **plan.worker_options}
     job = SweepJob(backend.suite, plan.specs, settings, rounds_from(args, DEFAULT_ROUNDS), options, checkpoint,
                    pythons=pythons or {})
-    if args.profiler == ENGINE:
-        valgrind.apply(job, valgrind.plan(args.cache_sim))
+    if counting is not None:
+        valgrind.apply(job, counting)
     return job, plan
 
 

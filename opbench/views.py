@@ -218,8 +218,8 @@ def to_markdown(report: Report) -> str:
     ok = [r for r in _sorted(report.results) if r.status == "ok"]
     rounds = (settings.get("rounds") or {}).get("rounds", 1) > 1
     row, headers = (_python_row, PYTHON_HEADERS) if engine == "python" else (_native_row, NATIVE_HEADERS)
-    rows = [row(r, rounds) + ([_runs_cell(r)] if adaptive else []) for r in ok]
-    headers = headers + ([_SPREAD_HEADER[engine]] if rounds else []) + (["Runs"] if adaptive else [])
+    rows = [] if engine == "instructions" else [row(r, rounds) + ([_runs_cell(r)] if adaptive else []) for r in ok]
+    headers = headers + ([_SPREAD_HEADER.get(engine, "Round Spread")] if rounds else []) + (["Runs"] if adaptive else [])
     parts = ["# Runtime Features", "", _features(report), "", "# Benchmark Results", ""]
     parts.append(f"Engine: {engine}; dtype {settings.get('dtype', '?')}; ctx {settings.get('ctx', '?')}; "
                  f"{_sampling_text(settings)}. "
@@ -227,7 +227,13 @@ def to_markdown(report: Report) -> str:
                  f"per-call times as the averages" + ("; with rounds a median is the median of the rounds' "
                  "medians, and *Round Spread* is (largest - smallest round median) / that median" if rounds else "")
                  + f". `{MISSING}`: not measured (why: *Not measured* below).")
-    parts += ["", _table(rows, headers) if ok else "(no case was measured)", ""]
+    if engine == "instructions":
+        from benchcore.count_report import markdown_section
+
+        parts[-1] = f"Engine: instructions; dtype {settings.get('dtype', '?')}; {_sampling_text(settings)}."
+        parts += [""] + markdown_section(ok, lambda r: f"{_op(r)} {_inputs_text(r)}", settings.get("valgrind"))
+    else:
+        parts += ["", _table(rows, headers) if ok else "(no case was measured)", ""]
     parts += _not_measured_section(ok)
     parts += audit.markdown_section([(f"{_op(r)} {r.spec.params.get('variant') or ''}".strip(), r.metrics or {})
                                      for r in ok], audited=settings.get("audit") is not False)

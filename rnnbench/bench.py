@@ -554,6 +554,10 @@ def markdown_report(report) -> str:
                                                        _status_text(result)])
         lines.append(tabulate(rows, headers=headers, tablefmt="github", floatfmt=".4g", missingval="---"))
         lines.append("")
+    if (report.settings or {}).get("valgrind"):
+        from benchcore.count_report import markdown_section
+
+        lines += markdown_section(report.results, lambda r: r.spec.name, report.settings["valgrind"])
     lines += audit.markdown_section([(r.spec.name, r.metrics or {}) for r in report.results if r.ok],
                                     audited=(report.settings or {}).get("audit") is not False)
     return "\n".join(lines)

@@ -21,7 +21,7 @@ from benchcore import cli as core_cli
 from benchcore.cli import ArgumentParser, non_negative_float, non_negative_int, positive_int
 from benchcore.errors import UsageError
 
-from benchcore import valgrind
+from benchcore import count_report, valgrind
 from benchcore.instructions import ENGINE, INSTRUCTION_DEFAULTS, engine_of
 
 from . import bench
@@ -117,7 +117,7 @@ def _bench_parser(sub, ab: bool = False, engine: str = "") -> None:
     valgrind.add_arguments(p)
     if engine == ENGINE:
         p.set_defaults(warmup=INSTRUCTION_DEFAULTS["warmup"], nloops=INSTRUCTION_DEFAULTS["runs"],
-                       rounds=INSTRUCTION_DEFAULTS["rounds"], threads=1)
+                       rounds=INSTRUCTION_DEFAULTS["rounds"], threads=INSTRUCTION_DEFAULTS["threads"])
     if ab:
         from benchcore.ab import add_ab_arguments
 
@@ -296,7 +296,8 @@ def _report(args, job, all_specs, environment, results):
                   "executor": args.executor or "default",
                   "sizes": {**bench.sizes_from(args), "cnnBatch": args.cnnBatch}, "unit": "ms", "shard": args.shard,
                   "runners": bench.run_order(all_specs), **audit.worker_options(args), "engine": args.engine,
-                  **({"valgrind": job.worker_options["valgrind"]} if job.worker_options.get("valgrind") else {})},
+                  **({"valgrind": count_report.settings_block(job.worker_options["valgrind"], results)}
+                     if job.worker_options.get("valgrind") else {})},
         results=results,
     )
 
