@@ -322,6 +322,9 @@ def _bench(args, argv: Sequence[str]) -> int:
     report = _report(args, job, all_specs, environment, results)
     _err(bench.console_table(results, sep=args.sep))
     _report_problems(results)
+    note = count_report.warning(report.settings.get("valgrind"))
+    if note:
+        _err(f"{PROG}: warning: {note}")
 
     if args.print_json == "oss":
         print(bench.oss_json(results))
