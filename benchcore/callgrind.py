@@ -28,6 +28,7 @@ PATH_PARTS = 3
 #: functions a report keeps per case and phase (by inclusive and by exclusive Ir)
 TOP_FUNCTIONS = 25
 _COMPRESSED = re.compile(r"^\((\d+)\)(?:\s+(.*))?$")
+_RECURSION = re.compile(r"'\d+$")
 
 
 @dataclass
@@ -137,6 +138,7 @@ def parse(lines: Iterable[str], with_functions: bool = True) -> Dump:
 
 
 def _function_key(name: str, file: str, obj: str) -> str:
+    name = _RECURSION.sub("", name)  # callgrind's `'N` recursion depth: one function at any depth
     where = short_path(file) if file and file != "???" else PurePosixPath(obj).name
     return f"{name} [{where}]" if where else name
 

@@ -109,3 +109,30 @@ def test_function_delta_between_two_real_runs_that_differ(tmp_path, monkeypatch)
     # the planted size counted twice in one process: the same counts within the floor
     same = count_verdicts.compare_counts(Report("opbench", results=[new]), Report("opbench", results=[again]))
     assert same.verdicts and all(v.verdict == "same" for v in same.verdicts)
+
+
+def test_framework_free_cases_share_one_valgrind_process(monkeypatch, tmp_path):
+    """Several cases in one worker under valgrind, counted per call, with the work each did:
+    a 1% larger input counts ~1% more instructions."""
+    from benchcore import valgrind
+    from benchcore.case import CaseSpec
+    from benchcore.isolation import run_cases
+    from benchcore.runner import RunSettings
+
+    monkeypatch.setenv("PYTHONPATH", str(ROOT))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    specs = [CaseSpec("t", "sum", {"n": n}) for n in (20000, 20200)]
+    small, large = run_cases(specs, "tests.benchcore.count_executor:execute",
+                             {"settings": RunSettings(warmup=2, runs=3).to_dict()},
+                             launcher=valgrind.plan("default").launcher, timeout_s=900)
+    assert small.ok and large.ok, (small.error, small.stderr_tail)
+    for result in (small, large):
+        ir = counts_of(result.metrics, "forward")
+        assert len(ir.samples) == 3 and ir.unit == "instructions"
+        assert counts_of(result.metrics, "backward").median > 0
+        assert result.metrics["count_overhead"]["Ir"] > 0
+        assert "AVX512F" not in result.metrics["code_path"]["cpu_features"]  # valgrind's emulated CPU
+    ratio = counts_of(large.metrics, "forward").median / counts_of(small.metrics, "forward").median
+    assert 1.005 < ratio < 1.02
+    names = [row["function"] for row in small.metrics["profile"]["forward"]]
+    assert any(name.startswith("builtin_sum ") for name in names) and not any("'" in name for name in names)
