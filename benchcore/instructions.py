@@ -34,7 +34,7 @@ ENGINE = "instructions"
 UNITS = {"Ir": "instructions", "cycles_est": "cycles (estimated)", "L1_misses": "misses", "LL_misses": "misses"}
 #: a sweep's defaults under the engine: counts repeat exactly, so a few repeats in one process
 #: suffice, and a warmup keeps first-call set-up (primitive caches) out of them
-INSTRUCTION_DEFAULTS = {"warmup": 2, "runs": 3, "rounds": 1, "threads": 1}
+INSTRUCTION_DEFAULTS = {"warmup": 5, "runs": 3, "rounds": 1, "threads": 1}
 #: the flags that choose an engine
 ENGINE_FLAGS = ("-p", "--profiler", "--engine")
 #: the figure verdicts rest on
