@@ -284,8 +284,11 @@ class Plan:
     record: dict
 
 
-def plan(cache_sim: str) -> Plan:
+def plan(cache_sim: str, ray: bool = False) -> Plan:
     """Check the tools and the geometry before anything runs (a UsageError names the fix)."""
+    if ray:
+        raise UsageError("--engine instructions does not launch --ray shards under valgrind; run --shard K/N "
+                         "sweeps side by side (counts do not depend on load) and merge their reports")
     geometry = parse_geometry(cache_sim)
     valgrind = find_valgrind()
     prefix = launcher(geometry, build_shim(), valgrind)

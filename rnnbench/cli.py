@@ -280,7 +280,7 @@ def _job(args, checkpoint, pythons=None):
         options["engine"] = ENGINE
     job = SweepJob(SUITE, specs, settings, rounds_from(args, DEFAULT_ROUNDS), options, checkpoint, pythons=pythons or {})
     if args.engine == ENGINE:
-        valgrind.apply(job, valgrind.plan(args.cache_sim))
+        valgrind.apply(job, valgrind.plan(args.cache_sim, bool(getattr(args, "ray", None))))
     return job, all_specs
 
 

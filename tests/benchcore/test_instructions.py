@@ -242,3 +242,8 @@ def test_rounds_of_counts_combine_into_one_counts():
 
     combined = combine_metrics([{"c": Counts((5, 5)).to_dict()}, {"c": Counts((6,)).to_dict()}])
     assert combined["c"]["samples"] == [5, 5, 6] and combined["c"]["round_sizes"] == [2, 1]
+
+
+def test_ray_is_refused_under_the_engine():
+    with pytest.raises(UsageError, match="run --shard K/N sweeps side by side"):
+        valgrind.plan("default", ray=True)
