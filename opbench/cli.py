@@ -78,7 +78,9 @@ def build_parser(backend, ab: bool = False, engine: str = "") -> ArgumentParser:
     opperf.add_argument("-p", "--profiler", "--engine", dest="profiler", default="native", choices=backend.engines,
                         help=("native: torch.profiler (the operators' own time per call); " if torch else
                               "native: MXNet's profiler (kernel times, memory); ")
-                        + "python: perf_counter per call (default native)")
+                        + "python: perf_counter per call; instructions: each call's instructions counted under "
+                          "valgrind (docs/INSTRUCTIONS.md; then -w 5 -r 3 --rounds 1 --threads 1 by default) "
+                          "(default native)")
     opperf.add_argument("--int64-tensor", default=None, type=str.lower, choices=("on", "off"),
                         help="MXNet: large-tensor inputs; needs an MXNet built with INT64_TENSOR_SIZE (default off)")
     opperf.add_argument("-w", "--warmup", type=non_negative_int, default=25, help="warmup iterations (default 25)")
