@@ -44,7 +44,7 @@ def _check_counts(result, phases=("forward", "backward")):
 
 def test_mxnet_operators_counted_in_one_valgrind_process(tmp_path):
     out = tmp_path / "mx.json"
-    _run(["-m", "opbench", "--engine", "instructions", "--ops", "broadcast_add,FullyConnected", "-w", "1", "-r", "2",
+    _run(["-m", "opbench", "--engine", "instructions", "--ops", "broadcast_add,FullyConnected", "-w", "20", "-r", "2",
           "--no-audit", "-o", str(out), "-f", "json,md"], tmp_path)
     report = Report.load(out)
     cases = _counted(report)
@@ -62,7 +62,7 @@ def test_mxnet_operators_counted_in_one_valgrind_process(tmp_path):
 
 def test_torch_operator_and_an_rnnbench_runner_counted(tmp_path):
     out = tmp_path / "torch.json"
-    _run(["-m", "opbench", "--framework", "torch", "--engine", "instructions", "--ops", "add,mm", "-w", "1", "-r", "2",
+    _run(["-m", "opbench", "--framework", "torch", "--engine", "instructions", "--ops", "add,mm", "-w", "20", "-r", "2",
           "--no-audit", "--cache-sim", "off", "-o", str(out)], tmp_path)
     cases = _counted(Report.load(out))
     assert {"add", "mm"} <= {r.spec.params["op"] for r in cases.values()}
@@ -72,7 +72,7 @@ def test_torch_operator_and_an_rnnbench_runner_counted(tmp_path):
         assert counts_of(result.metrics, "forward", "cycles_est") is None  # --cache-sim off: instructions only
     rnn = tmp_path / "rnn.json"
     _run(["-m", "rnnbench", "bench", "--engine", "instructions", "--group", "rnns", "--rnns", "aten",
-          "--seqLength", "3", "--inputSize", "8", "--hiddenSize", "8", "--miniBatch", "2", "--warmup", "1",
+          "--seqLength", "3", "--inputSize", "8", "--hiddenSize", "8", "--miniBatch", "2", "--warmup", "20",
           "--nloops", "2", "--no-audit", "--output-file", str(rnn)], tmp_path)
     runner = _counted(Report.load(rnn))["aten"]
     _check_counts(runner)
@@ -96,7 +96,7 @@ def test_function_delta_between_two_real_runs_that_differ(tmp_path, monkeypatch)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     monkeypatch.setenv("PYTHONPATH", str(ROOT))
     spec = CaseSpec.from_dict(BROADCAST_ADD)
-    options = {"profiler": "instructions", "settings": RunSettings(warmup=1, runs=2).to_dict(), "audit": False,
+    options = {"profiler": "instructions", "settings": RunSettings(warmup=20, runs=2).to_dict(), "audit": False,
                "planted": [spec.key], "planted_factor": 2.0, "planted_second_time": True}
     runs = run_slots([Slot(spec), Slot(spec), Slot(spec)], "tests.benchcore.planted_executor:execute", options,
                      launcher=valgrind.plan("off").launcher, timeout_s=1500)
