@@ -59,7 +59,10 @@ from benchcore.cli.options import (
     write_outputs,
 )
 from benchcore.errors import UsageError
+from benchcore.execute import valgrind
 from benchcore.measure import audit
+from benchcore.measure.instructions import ENGINE, INSTRUCTION_DEFAULTS, engine_of
+from benchcore.views import count_report
 
 from .backends import FRAMEWORKS, backend_for
 from .backends.base import UnknownOperator
@@ -81,8 +84,9 @@ COMMAND_LINES = {
 DEFAULT_ROUNDS = 3
 
 
-def build_parser(backend, ab: bool = False) -> ArgumentParser:
-    """The flags of one framework's sweep (defaults that differ between backends come from it)."""
+def build_parser(backend, ab: bool = False, engine: str = "") -> ArgumentParser:
+    """The flags of one framework's sweep (defaults that differ between backends, and under the
+    instruction engine, come from them)."""
     torch = backend.name == "torch"
     parser = ArgumentParser(
         prog=f"{PROG} {AB_COMMAND}" if ab else PROG,
@@ -109,7 +113,9 @@ def build_parser(backend, ab: bool = False) -> ArgumentParser:
     opperf.add_argument("-p", "--profiler", "--engine", dest="engine", default="native", choices=backend.engines,
                         help=("native: torch.profiler (the operators' own time per call); " if torch else
                               "native: MXNet's profiler (kernel times, memory); ")
-                        + "python: perf_counter per call (default native)")
+                        + "python: perf_counter per call; instructions: each call's instructions counted under "
+                          "valgrind (docs/INSTRUCTIONS.md; then -w 20 -r 3 --rounds 1 --threads 1 by default) "
+                          "(default native)")
     opperf.add_argument("--int64-tensor", default=None, type=str.lower, choices=("on", "off"),
                         help="MXNet: large-tensor inputs; needs an MXNet built with INT64_TENSOR_SIZE (default off)")
     opperf.add_argument("-w", "--warmup", type=non_negative_int, default=25, help="warmup iterations (default 25)")
@@ -141,6 +147,9 @@ def build_parser(backend, ab: bool = False) -> ArgumentParser:
     add_run_arguments(parser, rounds=DEFAULT_ROUNDS, memory_limit_gb=backend.memory_limit_gb,
                       memory_why=f" for --framework {backend.name}")
     add_audit_arguments(parser)
+    valgrind.add_arguments(parser)
+    if engine == ENGINE:
+        parser.set_defaults(**INSTRUCTION_DEFAULTS)
     if ab:
         from benchcore.cli.ab import add_ab_arguments
 
@@ -189,6 +198,8 @@ def build_report(args, plan, job, environment, results, paths):
         "resume": args.resume,
         **audit_options(args),
     }
+    if job.worker_options.get("valgrind"):
+        settings["valgrind"] = count_report.settings_block(job.worker_options["valgrind"], results)
     extra = {**from_results(plan.skipped, results), "excluded": plan.excluded, **plan.extra}
     environment = dict(environment, finished_at=now_iso())
     return Report(suite=PROG, environment=environment, settings=settings, results=results, extra=extra)
@@ -217,6 +228,9 @@ def summarize(report, skipped, started: float, written: List[Path]) -> None:
         say(f"failed {len(failed)} case(s):")
         for r in failed:
             print(f"  {label_of(r)}: {r.status}: {r.error}", file=sys.stderr)
+    note = count_report.warning(report.settings.get("valgrind"))
+    if note:
+        say(f"warning: {note}")
     for line in audit.sweep_lines([(label_of(r), r.metrics) for r in ok], PROG):
         print(line, file=sys.stderr)
     uncovered = report.extra.get("no_benchmark") or []
@@ -244,7 +258,7 @@ def run(argv: List[str]) -> int:
     flags = argv[1:] if ab else argv
     backend = backend_for(framework_of(flags))
     try:
-        args = build_parser(backend, ab).parse_args(flags)
+        args = build_parser(backend, ab, engine_of(flags)).parse_args(flags)
     except SystemExit as exc:  # --help
         return exc.code if isinstance(exc.code, int) else 0
     if not ab and args.all and not args.list:
@@ -276,6 +290,7 @@ def _job(backend, args, device: str, checkpoint, pythons=None):
     """The sweep both `opbench` and `opbench ab` run: (job, plan)."""
     from benchcore.execute.sweep import SweepJob
 
+    counting = valgrind.plan(args.cache_sim, bool(getattr(args, "ray", None))) if args.engine == ENGINE else None  # before planning: a missing tool
     settings = run_settings_from(args, args.warmup, args.runs)
     plan = backend.plan(args, device)
     if not plan.specs:
@@ -285,6 +300,8 @@ def _job(backend, args, device: str, checkpoint, pythons=None):
                **plan.worker_options}
     job = SweepJob(backend.suite, plan.specs, settings, rounds_from(args, DEFAULT_ROUNDS), options, checkpoint,
                    pythons=pythons or {})
+    if counting is not None:
+        valgrind.apply(job, counting)
     return job, plan
 
 

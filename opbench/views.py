@@ -272,13 +272,20 @@ def to_markdown(report: Report) -> str:
                  "medians, and *Round Spread* is (largest - smallest round median) / that median" if rounds else "")
                  + f". *Noise*: IQR/median of the phase at or above {NOISE_THRESHOLD:.0%}. "
                  f"`{MISSING}`: not measured (why: *Not measured* below).")
-    measured = [m for r in ok for m in (_native_measurements(r) if engine != "python" else (_python_whole(r),)) if m]
-    parts += ["", *trust.section(measured, [r.metrics or {} for r in ok], settings, report.environment)]
-    for name, members in _by_category(ok, report.extra.get("reported_category") or {}).items():
-        rows = [row(r, rounds) + ([_runs_cell(r)] if adaptive else []) for r in members]
-        parts += [f"## {name} ({len(members)})", "", _table(rows, headers), ""]
-    if not ok:
-        parts += ["(no case was measured)", ""]
+    if engine == "instructions":
+        from benchcore.views.count_report import markdown_section
+
+        parts[-1] = f"Engine: instructions; dtype {settings.get('dtype', '?')}; {_sampling_text(settings)}."
+        parts += [""] + markdown_section(ok, lambda r: f"{_op(r)} {_inputs_text(r)}", settings.get("valgrind"))
+    else:
+        measured = [m for r in ok for m in (_native_measurements(r) if engine != "python" else (_python_whole(r),))
+                    if m]
+        parts += ["", *trust.section(measured, [r.metrics or {} for r in ok], settings, report.environment)]
+        for name, members in _by_category(ok, report.extra.get("reported_category") or {}).items():
+            rows = [row(r, rounds) + ([_runs_cell(r)] if adaptive else []) for r in members]
+            parts += [f"## {name} ({len(members)})", "", _table(rows, headers), ""]
+        if not ok:
+            parts += ["(no case was measured)", ""]
     parts += ["## Settings", "", settings_table(settings), ""]
     parts += _not_measured_section(ok)
     parts += steady.markdown_section([(_label(r), r.metrics or {}, _bimodal_texts(r, engine)) for r in ok])

@@ -37,6 +37,9 @@ EXECUTOR = "rnnbench.bench:execute"
 WORKER_PRELOAD = ("torch", "rnnbench.runners")
 
 #: fastrnns' sizes and their defaults, in the order its file names use them (s, l, i, h, b).
+#: python: each call timed (ms); instructions: each call counted under valgrind (benchcore.instructions)
+ENGINE_INSTRUCTIONS = "instructions"
+ENGINES = ("python", ENGINE_INSTRUCTIONS)
 SIZE_DEFAULTS = {"seqLength": 100, "numLayers": 1, "inputSize": 512, "hiddenSize": 512, "miniBatch": 64}
 #: fastrnns' ResNets always ran on 32 images of 3x224x224, whatever --miniBatch said.
 CNN_BATCH_DEFAULT = 32
@@ -321,17 +324,18 @@ def execute(spec: CaseSpec, options: dict) -> dict:
     _apply_threads(options)
     denormals = flush_state(bool(options.get("flush_denormal")))
     settings = RunSettings.from_dict(options.get("settings") or {})
+    counting = options.get("engine") == ENGINE_INSTRUCTIONS
     with prepared(spec) as prep:
         timer = timer_for(prep.workload.device, prep.workload.sync)
-        outcome = run_workload(prep.workload, settings, timer)
-        metrics = outcome.to_dict()
+        outcome = count_instructions(prep.workload, settings) if counting else run_workload(prep.workload, settings, timer)
+        metrics = outcome if counting else outcome.to_dict()
         if audit.wanted(metrics, options):
             metrics["audit"] = audit_workload(prep.workload, prep.modeldef.param_names)
     metrics["denormals"] = denormals
     info = _model_info(prep)
     metrics.update({
-        "unit": "ms",
-        "timer": timer.name,
+        "unit": "instructions" if counting else "ms",
+        "timer": "callgrind" if counting else timer.name,
         "group": spec.params.get("group"),
         "build_ms": prep.build_ms,
         "info": _jsonable(info),
@@ -340,6 +344,19 @@ def execute(spec: CaseSpec, options: dict) -> dict:
     if "missing" in compiled:  # joined with the audit's reason, not over it
         metrics.setdefault("missing", {}).update(compiled.pop("missing"))
     metrics.update(compiled)
+    return metrics
+
+
+def count_instructions(workload, settings) -> dict:
+    """The runner's calls counted under callgrind (benchcore.instructions) on one intra-op thread."""
+    import torch
+
+    from benchcore.execute.valgrind import Collector
+    from benchcore.measure.instructions import count_workload
+
+    torch.set_num_threads(1)
+    metrics = count_workload(workload, settings, Collector.in_worker())
+    metrics["forward"] = metrics["backward"] = None
     return metrics
 
 
@@ -556,6 +573,10 @@ def markdown_report(report) -> str:
         lines.append(tabulate(rows, headers=headers, tablefmt="github", floatfmt=".4g", missingval="---"))
         lines.append("")
     lines += steady.markdown_section([(r.spec.name, r.metrics or {}, _bimodal_texts(r)) for r in report.results if r.ok])
+    if (report.settings or {}).get("valgrind"):
+        from benchcore.views.count_report import markdown_section
+
+        lines += markdown_section(report.results, lambda r: r.spec.name, report.settings["valgrind"])
     lines += audit.markdown_section([(r.spec.name, r.metrics or {}) for r in report.results if r.ok],
                                     audited=(report.settings or {}).get("audit") is not False)
     return "\n".join(lines)

@@ -24,7 +24,10 @@ from benchcore.cli.options import (
     positive_int,
 )
 from benchcore.errors import UsageError
+from benchcore.execute import valgrind
 from benchcore.measure import audit
+from benchcore.measure.instructions import ENGINE, INSTRUCTION_DEFAULTS, engine_of
+from benchcore.views import count_report
 
 from . import bench
 from .suite import SUITE
@@ -86,7 +89,7 @@ def _add_model_options(parser, with_seed_default: Optional[int] = DEFAULT_SEED) 
                         help=f"seed for inputs and parameters, 0 to 2**63 - 2, recorded in the report (default {with_seed_default})")
 
 
-def _bench_parser(sub, ab: bool = False) -> None:
+def _bench_parser(sub, ab: bool = False, engine: str = "") -> None:
     if ab:
         p = sub.add_parser(AB_COMMAND,
                            description="Time runners under --base-python and --new-python (e.g. two PyTorch builds), "
@@ -117,6 +120,13 @@ def _bench_parser(sub, ab: bool = False) -> None:
     # benchcore's 600 s default, so a default CPU sweep would time out.
     core_cli.add_run_arguments(p, rounds=DEFAULT_ROUNDS, timeout_s=BENCH_TIMEOUT_S)
     core_cli.add_audit_arguments(p)
+    p.add_argument("--engine", default="python", choices=bench.ENGINES,
+                   help="python: time each call (ms); instructions: count each call's instructions under valgrind "
+                        "(docs/INSTRUCTIONS.md; defaults then --warmup 20 --nloops 3 --rounds 1 --threads 1)")
+    valgrind.add_arguments(p)
+    if engine == ENGINE:
+        p.set_defaults(warmup=INSTRUCTION_DEFAULTS["warmup"], nloops=INSTRUCTION_DEFAULTS["runs"],
+                       rounds=INSTRUCTION_DEFAULTS["rounds"], threads=INSTRUCTION_DEFAULTS["threads"])
     if ab:
         from benchcore.cli.ab import add_ab_arguments
 
@@ -170,7 +180,7 @@ def _profile_parser(sub) -> None:
                    help=argparse.SUPPRESS)  # set by the outer run under nsys/nvprof
 
 
-def build_parser() -> ArgumentParser:
+def build_parser(engine: str = "") -> ArgumentParser:
     from benchcore.cli.commands import COMMAND_HELP
 
     lines = {"bench": BENCH_HELP, AB_COMMAND: AB_HELP, "test": TEST_HELP, "profile": PROFILE_HELP, **COMMAND_HELP}
@@ -180,8 +190,8 @@ def build_parser() -> ArgumentParser:
     core_cli.add_version_argument(parser, PROG)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", help="one of the commands below")
     sub.required = True
-    _bench_parser(sub)
-    _bench_parser(sub, ab=True)
+    _bench_parser(sub, engine=engine)
+    _bench_parser(sub, ab=True, engine=engine)
     _test_parser(sub)
     _profile_parser(sub)
     return parser
@@ -286,7 +296,12 @@ def _job(args, checkpoint, pythons=None):
     bench.check_runners(sorted({s.name for s in specs}), args.device)
     settings = core_cli.run_settings_from(args, warmup=args.warmup, runs=args.nloops)
     options = {"threads": args.threads, "seed": args.seed, **core_cli.audit_options(args)}
-    job = SweepJob(SUITE, specs, settings, core_cli.rounds_from(args, DEFAULT_ROUNDS), options, checkpoint, pythons=pythons or {})
+    if args.engine == ENGINE:
+        options["engine"] = ENGINE
+    job = SweepJob(SUITE, specs, settings, core_cli.rounds_from(args, DEFAULT_ROUNDS), options, checkpoint,
+                   pythons=pythons or {})
+    if args.engine == ENGINE:
+        valgrind.apply(job, valgrind.plan(args.cache_sim, bool(getattr(args, "ray", None))))
     return job, all_specs
 
 
@@ -301,7 +316,9 @@ def _report(args, job, all_specs, environment, results):
                   "rounds": job.settings_record(), "device": args.device, "fuser": args.fuser,
                   "executor": args.executor or "default",
                   "sizes": {**bench.sizes_from(args), "cnnBatch": args.cnnBatch}, "unit": "ms", "shard": args.shard,
-                  "runners": bench.run_order(all_specs), **core_cli.audit_options(args)},
+                  "runners": bench.run_order(all_specs), **core_cli.audit_options(args), "engine": args.engine,
+                  **({"valgrind": count_report.settings_block(job.worker_options["valgrind"], results)}
+                     if job.worker_options.get("valgrind") else {})},
         results=results,
     )
 
@@ -327,6 +344,9 @@ def _bench(args, argv: Sequence[str]) -> int:
     report = _report(args, job, all_specs, environment, results)
     _err(bench.console_table(results, sep=args.sep))
     _report_problems(results)
+    note = count_report.warning(report.settings.get("valgrind"))
+    if note:
+        _err(f"{PROG}: warning: {note}")
 
     if args.print_json == "oss":
         print(bench.oss_json(results))
@@ -477,7 +497,7 @@ def _main(argv: List[str]) -> int:
     if argv and argv[0] in COMMANDS:
         return shared_main(SUITE, argv)
     try:
-        args = build_parser().parse_args(argv)
+        args = build_parser(engine_of(argv)).parse_args(argv)
     except SystemExit as exc:  # --help, --version
         return exc.code if isinstance(exc.code, int) else 0
     _split_runner_lists(args)

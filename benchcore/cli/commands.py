@@ -119,6 +119,7 @@ def _compare(suite: Suite, args) -> int:
 
 def judge(suite: Suite, base: Report, new: Report, args, sources=(None, None), allow_env_mismatch=None):
     """compare() with the gate flags (`compare` and `ab`); environment differences noted on stderr."""
+    from benchcore.compare import count_verdicts
     from benchcore.compare.verdicts import compare
 
     allowed = args.allow_env_mismatch if allow_env_mismatch is None else allow_env_mismatch
@@ -129,11 +130,12 @@ def judge(suite: Suite, base: Report, new: Report, args, sources=(None, None), a
                          "and below 100; give e.g. --threshold 5")
     result = compare(base, new, suite, threshold=args.threshold / 100, alpha=args.alpha, allow_env_mismatch=allowed)
     result.base_source, result.new_source = sources
+    count_verdicts.attach(result, base, new)
     if args.fail_above is not None:
-        if not result.cases:  # a gate that compared nothing must not pass
+        if not result.cases and not count_verdicts.judged(result):  # a gate that compared nothing must not pass
             raise UsageError("no case was measured in both reports, so --fail-above has nothing to gate; "
                              "compare reports of the same cases (same selection, dtype and sizes)")
-        result.gate = result.gate_verdict(args.fail_above)
+        result.gate = count_verdicts.gate(result, result.gate_verdict(args.fail_above), args.fail_above)
     result.answer = answer(result, settings_differences(base, new))
     if result.env_differences:
         keys = ", ".join(d["key"] for d in result.env_differences)

@@ -168,6 +168,8 @@ class Comparison:
     prior: Optional[VariancePrior] = None
     #: the answer in a few lines (benchcore.compare.answer.Answer), set by the command that compared
     answer: Optional[object] = None
+    #: the verdicts on instruction counts, when both reports hold them (benchcore.compare.count_verdicts)
+    counts: Optional[object] = None
 
     @property
     def summary(self) -> List[CategorySummary]:
@@ -239,6 +241,7 @@ class Comparison:
             "variance_prior": self.prior.to_dict() if self.prior else None,
             "gate": self.gate,
             "answer": self.answer.to_dict() if self.answer is not None else None,
+            "instructions": self.counts.to_dict() if self.counts is not None else None,
         }
 
     def to_json(self) -> str:

@@ -49,6 +49,12 @@ class SweepJob:
     env: Optional[Dict[str, str]] = None
     #: time benchcore.measure.reference once per round (and side), at a random place in the round
     reference: bool = True
+    #: every worker's command-line prefix (the instruction engine's valgrind), and the factor
+    #: its cases' --timeout is scaled by
+    launcher: Tuple[str, ...] = ()
+    timeout_scale: float = 1.0
+    #: the factor --memory-limit-gb is scaled by (valgrind's own memory lives in the worker)
+    memory_scale: float = 1.0
 
     @property
     def sides(self) -> Sequence[str]:
@@ -189,8 +195,9 @@ def run(job: SweepJob, plan: RunPlan) -> Dict[str, List[CaseResult]]:
     try:
         done = run_slots(
             slots, job.suite.executor, job.options(),
-            isolate=plan.isolate, timeout_s=plan.timeout_s, checkpoint=job.checkpoint, resume=plan.resume,
-            memory_limit_bytes=plan.memory_limit_bytes,
+            isolate=plan.isolate, timeout_s=plan.timeout_s and plan.timeout_s * job.timeout_scale,
+            checkpoint=job.checkpoint, resume=plan.resume, launcher=job.launcher,
+            memory_limit_bytes=plan.memory_limit_bytes and int(plan.memory_limit_bytes * job.memory_scale),
             env=env, pythons=job.pythons or None, on_start=started, on_result=bar.finish)
     finally:
         bar.close()

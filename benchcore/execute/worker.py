@@ -196,7 +196,8 @@ class Worker:
     (an A/B run of two framework builds) imports this suite's code from `env`'s PYTHONPATH.
     """
 
-    def __init__(self, executor: str, env: Optional[Dict[str, str]] = None, python: Optional[str] = None):
+    def __init__(self, executor: str, env: Optional[Dict[str, str]] = None, python: Optional[str] = None,
+                 launcher: Sequence[str] = ()):
         self.stderr_file = tempfile.TemporaryFile(mode="w+b")
         # the worker's files (MXNet's exit-time trace) go here; the parent removes it, so a
         # worker killed for a timeout or a crash leaves nothing behind in the temporary folder,
@@ -205,7 +206,7 @@ class Worker:
         self.scratch = tempfile.mkdtemp(prefix=f"{SCRATCH_PREFIX}{os.getpid()}-")
         env = dict(os.environ if env is None else env, **{SCRATCH_ENV: self.scratch})
         self.process = subprocess.Popen(
-            [python or sys.executable, "-m", "benchcore.execute.worker", executor],
+            [*launcher, python or sys.executable, "-m", "benchcore.execute.worker", executor],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=self.stderr_file,
@@ -340,6 +341,7 @@ def run_slots(
     pythons: Optional[Dict[str, str]] = None,
     on_start: Optional[Callable[[CaseSpec, int, int], None]] = None,
     on_result: Optional[Callable[[CaseResult], None]] = None,
+    launcher: Sequence[str] = (),
 ) -> List[Tuple[Slot, CaseResult]]:
     """Run every slot, in the order given; (slot, result) pairs in that order.
 
@@ -348,7 +350,8 @@ def run_slots(
     processes. With a checkpoint path, finished results are appended as they arrive; an existing
     checkpoint is refused unless resume is set (it holds an interrupted run's results), and with
     resume its slots are taken from it instead of being run again. A case is audited in one of
-    its rounds where the options say so (benchcore.measure.audit.RoundAudits).
+    its rounds where the options say so (benchcore.measure.audit.RoundAudits). `launcher` prefixes
+    every worker's command line (benchcore.execute.valgrind's, for the instruction engine).
     """
     slots = list(slots)
     options = options or {}
@@ -358,7 +361,7 @@ def run_slots(
         done = store.load()
     elif store:
         store.start(options)
-    runners = _Runners(executor, isolate, env, memory_limit_bytes, pythons or {})
+    runners = _Runners(executor, isolate, env, memory_limit_bytes, pythons or {}, launcher)
     audits = RoundAudits(options)
     results: List[Tuple[Slot, CaseResult]] = []
     try:
@@ -384,8 +387,9 @@ def run_slots(
 class _Runners:
     """One runner per side, all replaced when a new round starts."""
 
-    def __init__(self, executor: str, isolate: bool, env, memory_limit_bytes, pythons: Dict[str, str]):
-        self.executor, self.isolate, self.env = executor, isolate, env
+    def __init__(self, executor: str, isolate: bool, env, memory_limit_bytes, pythons: Dict[str, str],
+                 launcher: Sequence[str] = ()):
+        self.executor, self.isolate, self.env, self.launcher = executor, isolate, env, tuple(launcher)
         self.memory_limit_bytes, self.pythons = memory_limit_bytes, pythons
         self.by_side: Dict[str, object] = {}
         self.round: Optional[int] = None
@@ -396,7 +400,8 @@ class _Runners:
             self.round = slot.round
         runner = self.by_side.get(slot.side)
         if runner is None:
-            runner = (_Isolated(self.executor, self.env, self.memory_limit_bytes, self.pythons.get(slot.side))
+            runner = (_Isolated(self.executor, self.env, self.memory_limit_bytes, self.pythons.get(slot.side),
+                                self.launcher)
                       if self.isolate else _InProcess(self.executor))
             self.by_side[slot.side] = runner
         return runner.run(slot.spec, options, timeout_s)
@@ -419,8 +424,10 @@ class _InProcess:
 
 
 class _Isolated:
-    def __init__(self, executor: str, env, memory_limit_bytes, python: Optional[str] = None):
+    def __init__(self, executor: str, env, memory_limit_bytes, python: Optional[str] = None,
+                 launcher: Sequence[str] = ()):
         self.executor = executor
+        self.launcher = launcher
         self.env = env
         self.memory_limit_bytes = memory_limit_bytes
         self.python = python
@@ -444,7 +451,7 @@ class _Isolated:
             self.worker.close()
             self.worker = None
         if start:
-            self.worker = Worker(self.executor, self.env, self.python)
+            self.worker = Worker(self.executor, self.env, self.python, self.launcher)
 
     def close(self, kill: bool = False):
         if kill and self.worker is not None:

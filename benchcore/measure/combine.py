@@ -53,6 +53,10 @@ def _combine(values: list, rules: Rules, sample_lists: Tuple[str, ...], path: st
     if all(isinstance(v, dict) for v in present):
         if all(isinstance(v.get("samples_ms"), list) for v in present):
             return Measurement.from_rounds([v["samples_ms"] for v in present], present[0].get("metadata")).to_dict()
+        if all(isinstance(v.get("samples"), list) and "unit" in v for v in present):  # instruction Counts
+            from benchcore.measure.instructions import Counts
+
+            return Counts.from_rounds([Counts.from_dict(v) for v in present]).to_dict()
         return _combine_dict(present, rules, sample_lists, path, differing)
     if all(v == present[0] for v in present) and len(present) == len(values):
         return present[0]

@@ -136,6 +136,10 @@ def comparison_markdown(comparison: Comparison, chart_links: str = "") -> str:
     headers = ["Case", "Category", "Metric", "Base (ms)", "New (ms)", "Ratio",
                "Change vs machine" if drifted else "Change", "p", "Verdict", "Evidence", "Why noisy"]
     out += [table(rows, headers) if rows else "No case measured in both reports.", ""]
+    if c.counts is not None:
+        from benchcore.compare.count_verdicts import markdown as counts_markdown
+
+        out += counts_markdown(c.counts)
     for title, items in (("Only in base", c.only_in_base), ("Only in new", c.only_in_new)):
         if items:
             out += [f"## {title} ({len(items)})", ""]

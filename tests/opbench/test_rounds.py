@@ -30,7 +30,7 @@ def test_rounds_reach_the_report_and_its_markdown(tmp_path):
     md = (tmp_path / "r.md").read_text()
     assert md == to_markdown(report) + "\n"
     assert "2 rounds, each in fresh worker processes and a shuffled case order (seed 5), 3 runs and 3 warmup each" in md
-    header = [c.strip() for c in next(l for l in md.splitlines() if l.startswith("| Operator")).split("|")]
+    header = [c.strip() for c in next(line for line in md.splitlines() if line.startswith("| Operator")).split("|")]
     rows = [[c.strip() for c in line.split("|")] for line in md.splitlines() if line.startswith("| round ")]
     spread = header.index("Fwd Round Spread")
     assert rows and all(row[spread].endswith("%") for row in rows) and "Bwd Round Spread" in header

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import re
 import statistics
 import time
 
@@ -440,6 +439,6 @@ def test_markdown_has_a_settings_table_and_says_what_the_count_is(tmp_path, caps
     md = (tmp_path / "r.md").read_text()
     assert "## Settings" in md and "| rounds.runs_per_round" in md and "settings: {" not in md
     assert "so the count can exceed N" in md
-    header = [c.strip() for c in next(l for l in md.splitlines() if l.startswith("| Runner")).split("|")]
-    row = [c.strip() for c in next(l for l in md.splitlines() if l.startswith("| py")).split("|")]
+    header = [c.strip() for c in next(line for line in md.splitlines() if line.startswith("| Runner")).split("|")]
+    row = [c.strip() for c in next(line for line in md.splitlines() if line.startswith("| py")).split("|")]
     assert row[header.index("Timed calls")] == "6"  # 4 runs over 3 rounds: 2 per round

@@ -30,7 +30,7 @@ from .device import check_ctx, int64_tensor_flag
 from .suite import SUITE
 
 NAME = "mxnet"
-ENGINES = ("native", "python")
+ENGINES = ("native", "python", "instructions")
 #: A worker is restarted after a case that leaves it above this resident memory. MXNet keeps
 #: the largest temporary workspace and MKLDNN caches for the life of the process: the 2-D
 #: Convolution case at (32,3,256,256) leaves a worker at 0.74 GiB with its arrays freed (a
@@ -98,7 +98,7 @@ class MXNetBackend:
 
     def environment_extra(self, args) -> dict:
         return {"threads": args.threads, "engine": args.engine, "seed": args.seed,
-                "timer": "mxnet-profiler" if args.engine == "native" else "perf_counter"}
+                "timer": {"native": "mxnet-profiler", "instructions": "callgrind"}.get(args.engine, "perf_counter")}
 
     def to_markdown(self, report) -> str:
         return views.to_markdown(report)

@@ -69,7 +69,7 @@ from . import arrays, registry, releases, workspace
 from .cases import describe_inputs
 from .device import mx_context
 
-ENGINES = ("native", "python")
+ENGINES = ("native", "python", "instructions")
 #: Imported by a fresh worker before it takes a case (see benchcore.execute.worker), so MXNet's
 #: import is not billed to the first case's timeout and wall time.
 WORKER_PRELOAD = ("mxnet",)
@@ -154,6 +154,18 @@ def build_workload(materialized, with_backward: bool, device: str = "cpu") -> Wo
 
 # ---------------------------------------------------------------------------------------------
 # Engines
+
+
+def run_instructions(workload: Workload, settings: RunSettings) -> dict:
+    """Counts under callgrind (benchcore.instructions): the worker runs under valgrind's launcher,
+    with MXNet's NaiveEngine, so each operator runs inside the counted call."""
+    from benchcore.execute.valgrind import Collector
+    from benchcore.measure.instructions import count_workload
+
+    metrics = count_workload(workload, settings, Collector.in_worker())
+    metrics["forward"] = metrics["backward"] = None
+    metrics["profiler"] = None
+    return metrics
 
 
 def run_python(workload: Workload, settings: RunSettings) -> dict:
@@ -291,6 +303,10 @@ def add_opperf_keys(metrics: dict, op: str, engine: str, device: str, backward_r
     """
     missing = metrics.setdefault("missing", {})
     profiler = metrics.get("profiler") or {}
+    if engine == "instructions":
+        missing["timing"] = "the instruction engine counts instructions under valgrind; it times nothing"
+        metrics["opperf_keys"] = ["inputs"]
+        return
     if engine == "native":
         forward = profiler.get("forward")
         backward = profiler.get("backward")
@@ -337,7 +353,7 @@ def execute(spec: CaseSpec, options: dict) -> dict:
     """Run one case with the engine in options["profiler"]; return its JSON metrics."""
     engine = options.get("profiler") or "native"
     if engine not in ENGINES:
-        raise UsageError(f"unknown profiler {engine!r}; choose native or python")
+        raise UsageError(f"unknown profiler {engine!r}; choose native, python or instructions")
     settings = RunSettings.from_dict(options.get("settings") or {})
 
     op = spec.params.get("op", spec.name)
@@ -495,6 +511,8 @@ def measure(workload: Workload, settings: RunSettings, engine: str, op: str, ctx
     run_settings = RunSettings(**{**settings.to_dict(), "run_backward": backward_reason is None})
     if engine == "python":
         metrics = run_python(workload, run_settings)
+    elif engine == "instructions":
+        metrics = run_instructions(workload, run_settings)
     else:
         metrics = run_native(workload, run_settings, op, ctx)
     device = f"{ctx.device_type}/{ctx.device_id}"

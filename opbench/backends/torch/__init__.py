@@ -20,7 +20,7 @@ from .categories import CATEGORIES
 NAME = "torch"
 EXECUTOR = "opbench.backends.torch.executor:execute"
 DTYPES = ("float32", "float64", "float16", "bfloat16", "int32", "int64")
-ENGINES = ("native", "python")
+ENGINES = ("native", "python", "instructions")
 DEFAULT_SIZE_TARGET = 2**20
 #: discovery's seed (which samples OpInfo draws): fixed, so a manifest is one per size target
 DISCOVERY_SEED = 0
@@ -153,7 +153,7 @@ class TorchBackend:
 
     def environment_extra(self, args) -> dict:
         timer = {"native": "torch-profiler", "python": "cuda_event" if (args.device or "").startswith("cuda")
-                 else "perf_counter"}[args.engine]
+                 else "perf_counter", "instructions": "callgrind"}[args.engine]
         return {"threads": args.threads, "engine": args.engine, "seed": args.seed, "timer": timer,
                 "framework": NAME}
 

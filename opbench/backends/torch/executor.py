@@ -47,7 +47,7 @@ from benchcore.measure.memory import peak_rss, reset_peak_rss, resident_bytes
 from benchcore.measure.runner import RunSettings, run_workload
 from benchcore.measure.timers import PhaseMarker, timer_for
 
-ENGINES = ("native", "python")
+ENGINES = ("native", "python", "instructions")
 #: imported by a fresh worker before its first case (benchcore.execute.worker)
 WORKER_PRELOAD = ("torch",)
 #: the profiler range around each timed call
@@ -174,6 +174,20 @@ def warm_up(workload: Workload, settings: RunSettings, timer) -> float:
 def run_python(workload: Workload, settings: RunSettings, timer) -> dict:
     outcome = run_workload(workload, settings, timer)
     metrics = outcome.to_dict()
+    metrics["profiler"] = None
+    return metrics
+
+
+def run_instructions(workload: Workload, settings: RunSettings) -> dict:
+    """Counts under callgrind (benchcore.measure.instructions), on one intra-op thread."""
+    import torch
+
+    from benchcore.execute.valgrind import Collector
+    from benchcore.measure.instructions import count_workload
+
+    torch.set_num_threads(1)
+    metrics = count_workload(workload, settings, Collector.in_worker())
+    metrics["forward"] = metrics["backward"] = None
     metrics["profiler"] = None
     return metrics
 
@@ -331,7 +345,7 @@ def execute(spec: CaseSpec, options: dict) -> dict:
     JSON metrics."""
     engine = options.get("profiler") or "native"
     if engine not in ENGINES:
-        raise UsageError(f"unknown profiler {engine!r}; choose native or python")
+        raise UsageError(f"unknown profiler {engine!r}; choose native, python or instructions")
     device = spec.params["device"]
     _check_device(device)
     with device_context(device):
@@ -362,7 +376,11 @@ def _run_case(spec: CaseSpec, options: dict, engine: str, device: str) -> dict:
     peak_reset = reset_peak_rss()
     workload = build_workload(fn, first, args, kwargs, backward, device, seed)
     run_settings = RunSettings(**{**settings.to_dict(), "run_backward": backward})
-    metrics = run_engine(workload, run_settings, device, engine, entry.get("aten_name"), bool(options.get("flush_l2")))
+    if engine == "instructions":
+        metrics = run_instructions(workload, run_settings)
+    else:
+        metrics = run_engine(workload, run_settings, device, engine, entry.get("aten_name"),
+                             bool(options.get("flush_l2")))
     metrics["engine"] = engine
     metrics["framework"] = "torch"
     if not backward:

@@ -1,0 +1,238 @@
+"""The instruction engine: a case's calls counted under callgrind, and the counts as Measurements.
+
+Timing on a shared machine cannot resolve a 1% change (docs/COMPARING.md); instruction counts
+can: under callgrind the same call of the same build counts the same instructions to within a
+few hundredths of a percent, whatever else the machine runs (docs/INSTRUCTIONS.md). The worker
+runs under benchcore.valgrind's launcher; here, inside it, `count_workload` runs a Workload's
+warmup uncounted, then `runs` repeats, each forward and each backward counted alone (one call
+per repeat: counts need no averaging, only the repeats that show whether they repeat).
+
+Per counted call: `Ir` (instructions executed), and with cache simulation `L1_misses`,
+`LL_misses` and `cycles_est` = L1 hits + 5·LL hits + 35·RAM accesses (the model iai and
+CodSpeed use), each a Counts (samples plus unit; statistics derived). The last repeat's dump
+also gives the case's compact per-function profile (benchcore.callgrind), which `compare`
+diffs to say which functions a change lies in.
+
+The instructions of switching collection on and off (a ctypes call and the Python around the
+call) are counted too, the same in every case and build: `count_overhead` records them, from
+counting an empty call, so a reader can tell a case whose whole count they are.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+from dataclasses import dataclass
+from typing import Dict, List, Optional, Sequence, Tuple
+
+from benchcore.measure import callgrind
+from benchcore.measure.case import Workload
+from benchcore.measure.runner import RunSettings
+
+ENGINE = "instructions"
+#: quantity → unit; Ir always, the rest with cache simulation
+UNITS = {"Ir": "instructions", "cycles_est": "cycles (estimated)", "L1_misses": "misses", "LL_misses": "misses"}
+#: a sweep's defaults under the engine: counts repeat, so a few repeats in one process suffice;
+#: the warmup keeps first-call set-up (primitive caches) out of them, and Python 3.11's
+#: specialising interpreter, which rewrites a function's bytecode over its first calls: a
+#: pure-Python case's repeats differed by 1.5% after 1 warmup call and by 0.19% after 20
+INSTRUCTION_DEFAULTS = {"warmup": 20, "runs": 3, "rounds": 1, "threads": 1}
+#: the flags that choose an engine
+ENGINE_FLAGS = ("-p", "--profiler", "--engine")
+#: the figure verdicts rest on
+HEADLINE = "Ir"
+PHASES = ("forward", "backward")
+#: the estimated-cycles model's weights: an LL hit and a RAM access, in L1 hits
+LL_HIT_CYCLES = 5
+RAM_CYCLES = 35
+
+
+@dataclass(frozen=True)
+class Counts:
+    """Counts of one quantity, one per counted call, with their unit; statistics derived."""
+
+    samples: Tuple[int, ...]
+    unit: str = "instructions"
+    round_sizes: Optional[Tuple[int, ...]] = None
+
+    def __post_init__(self):
+        object.__setattr__(self, "samples", tuple(int(s) for s in self.samples))
+        if not self.samples:
+            raise ValueError("Counts need at least one sample")
+
+    @property
+    def median(self) -> float:
+        return float(statistics.median(self.samples))
+
+    @property
+    def spread(self) -> float:
+        """(largest − smallest) / median: 0 for counts that repeat exactly."""
+        middle = self.median
+        return (max(self.samples) - min(self.samples)) / middle if middle else 0.0
+
+    def to_dict(self) -> dict:
+        data = {"unit": self.unit, "samples": list(self.samples), "median": self.median,
+                "min": min(self.samples), "max": max(self.samples), "spread": self.spread}
+        if self.round_sizes and len(self.round_sizes) > 1:
+            data["round_sizes"] = list(self.round_sizes)
+        return data
+
+    @classmethod
+    def from_dict(cls, data) -> Optional["Counts"]:
+        """Counts from a report's dict; None for anything that is not one."""
+        if not isinstance(data, dict) or not isinstance(data.get("samples"), list) or not data["samples"]:
+            return None
+        try:
+            return cls(tuple(data["samples"]), str(data.get("unit") or "instructions"),
+                       tuple(data["round_sizes"]) if data.get("round_sizes") else None)
+        except (TypeError, ValueError):
+            return None
+
+    @classmethod
+    def from_rounds(cls, rounds: Sequence["Counts"]) -> "Counts":
+        return cls(tuple(s for r in rounds for s in r.samples), rounds[0].unit, tuple(len(r.samples) for r in rounds))
+
+
+def quantities(totals: Dict[str, int]) -> Dict[str, int]:
+    """A dump's event totals → the engine's quantities (see the module docstring)."""
+    ir = totals.get("Ir", 0)
+    found = {"Ir": ir}
+    if "I1mr" in totals:
+        accesses = ir + totals.get("Dr", 0) + totals.get("Dw", 0)
+        l1 = totals.get("I1mr", 0) + totals.get("D1mr", 0) + totals.get("D1mw", 0)
+        ram = totals.get("ILmr", 0) + totals.get("DLmr", 0) + totals.get("DLmw", 0)
+        found.update(L1_misses=l1, LL_misses=ram,
+                     cycles_est=(accesses - l1) + LL_HIT_CYCLES * (l1 - ram) + RAM_CYCLES * ram)
+    return found
+
+
+def _read(path, with_functions: bool) -> callgrind.Dump:
+    try:
+        return callgrind.read(path, with_functions)
+    finally:
+        os.unlink(path)
+
+
+def _phase_calls(workload: Workload, with_backward: bool):
+    """(forward, backward) callables for one iteration; backward consumes what forward left."""
+    state: dict = {}
+
+    def forward():
+        state["output"] = workload.forward()
+        workload.sync()
+
+    def prepare():
+        output = state.pop("output")
+        state["prepared"] = workload.backward_setup(output) if workload.backward_setup else output
+
+    def backward():
+        workload.backward(state["prepared"])
+        workload.sync()
+
+    def finish():
+        state.clear()
+        if workload.zero_grad:
+            workload.zero_grad()
+
+    return forward, (prepare, backward, finish) if with_backward else None
+
+
+def count_workload(workload: Workload, settings: RunSettings, collector) -> dict:
+    """The metrics of one case under the engine (see the module docstring)."""
+    if not collector.on_valgrind:
+        raise RuntimeError("the instruction engine's worker is not running under valgrind; "
+                           "run it through benchcore.valgrind.launcher()")
+    with_backward = settings.run_backward and workload.has_backward
+    forward, backward = _phase_calls(workload, with_backward)
+    for _ in range(settings.warmup):
+        _iterate(forward, backward, lambda fn: (fn(), None))
+    overhead = _read(collector.count(lambda: None)[1], False)
+    totals: Dict[str, List[Dict[str, int]]] = {phase: [] for phase in PHASES}
+    profiles: Dict[str, Optional[list]] = {phase: None for phase in PHASES}
+    for repeat in range(settings.runs):
+        last = repeat == settings.runs - 1
+        for phase, path in _iterate(forward, backward, collector.count):
+            dump = _read(path, with_functions=last)
+            totals[phase].append(quantities(dump.totals))
+            if last:
+                profiles[phase] = dump.profile()
+    counts = {phase: _counts(rows) if rows else None for phase, rows in totals.items()}
+    return {"engine": ENGINE, "counts": counts, "profile": profiles, "code_path": code_path(),
+            "count_overhead": quantities(overhead.totals), "repeats": settings.runs, "warmup": settings.warmup}
+
+
+def _iterate(forward, backward, count) -> List[Tuple[str, object]]:
+    """One iteration, each phase's call through `count`; [(phase, what count gave)]."""
+    found = [("forward", count(forward)[1])]
+    if backward is not None:
+        prepare, call, finish = backward
+        prepare()
+        found.append(("backward", count(call)[1]))
+        finish()
+    return found
+
+
+def _counts(rows: List[Dict[str, int]]) -> Dict[str, dict]:
+    return {name: Counts(tuple(row[name] for row in rows), UNITS[name]).to_dict() for name in rows[0]}
+
+
+def counts_of(metrics: dict, phase: str, quantity: str = HEADLINE) -> Optional[Counts]:
+    """A phase's Counts of one quantity in a result's metrics; None where it has none."""
+    block = ((metrics or {}).get("counts") or {}).get(phase) or {}
+    return Counts.from_dict(block.get(quantity))
+
+
+def has_counts(metrics: dict) -> bool:
+    return any(counts_of(metrics, phase) is not None for phase in PHASES)
+
+
+def engine_of(argv: Sequence[str]) -> str:
+    """The engine a command line asks for, read before the full parser (whose defaults depend on it)."""
+    import argparse
+
+    pre = argparse.ArgumentParser(add_help=False)
+    pre.add_argument(*ENGINE_FLAGS, dest="engine", default="")
+    known, _rest = pre.parse_known_args(argv)
+    return known.engine
+
+
+# --------------------------------------------------------------------------- faithfulness
+
+#: CPU features whose absence under valgrind (it emulates up to AVX2) changes libraries' kernels
+ISA_FEATURES = ("AVX512F", "AVX512_SKX", "AVX512_CNL", "AVX512_ICL", "AVX512_SPR", "AVX2", "FMA3", "AVX")
+
+
+def code_path() -> dict:
+    """What decides which kernels the libraries in this process take: the CPU features it sees
+    (numpy's dispatch table reads CPUID, which valgrind answers for its emulated CPU), torch's
+    CPU capability when torch is loaded, and the thread counts. Run natively and under valgrind,
+    the two say where counts follow other code than the timed runs (docs/INSTRUCTIONS.md)."""
+    import sys
+
+    found: dict = {"threads_env": {name: os.environ.get(name) for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS")}}
+    try:
+        from numpy.core._multiarray_umath import __cpu_features__ as features
+
+        found["cpu_features"] = [name for name in ISA_FEATURES if features.get(name)]
+    except ImportError:
+        found["cpu_features"] = None
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        found["torch_cpu_capability"] = torch.backends.cpu.get_cpu_capability()
+        found["torch_threads"] = torch.get_num_threads()
+    return found
+
+
+def faithfulness(native: dict, counted: List[dict]) -> dict:
+    """The report's record of the code paths natively and under valgrind, and where they differ."""
+    under = next((c for c in counted if c), None) or {}
+    differences = []
+    for key in ("cpu_features", "torch_cpu_capability"):
+        if key in under and native.get(key) != under.get(key):
+            differences.append({"key": key, "native": native.get(key), "valgrind": under.get(key)})
+    return {"native": native, "valgrind": under, "differences": differences,
+            "warning": None if not differences else (
+                "the libraries see other CPU features under valgrind ("
+                + "; ".join(f"{d['key']}: {d['native']} natively, {d['valgrind']} under valgrind" for d in differences)
+                + "): kernels dispatched on them (oneDNN, torch's vectorised ops, OpenBLAS) take other code paths, so "
+                  "counts judge those paths, not the ones timed natively")}

@@ -1,0 +1,251 @@
+"""The instruction engine's logic without valgrind: geometry, the missing tool, dump parsing,
+verdicts on synthetic count reports (the real valgrind runs: test_instructions_valgrind.py)."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from benchcore.compare import count_verdicts
+from benchcore.errors import UsageError
+from benchcore.execute import valgrind
+from benchcore.measure import callgrind
+from benchcore.measure.case import CaseSpec
+from benchcore.measure.instructions import Counts, quantities
+from benchcore.report.model import CaseResult, Report
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+# --------------------------------------------------------------------------- geometry
+
+
+def test_default_and_off_geometry():
+    assert valgrind.parse_geometry("default") == valgrind.DEFAULT_GEOMETRY
+    assert valgrind.parse_geometry("off") is None
+    assert valgrind.DEFAULT_GEOMETRY.flags() == ["--I1=32768,8,64", "--D1=32768,8,64", "--LL=8388608,16,64"]
+
+
+def test_custom_geometry_in_any_order():
+    found = valgrind.parse_geometry("LL=1048576,16,64:I1=65536,4,64:D1=49152,12,64")
+    assert found.to_dict() == {"I1": "65536,4,64", "D1": "49152,12,64", "LL": "1048576,16,64"}
+
+
+@pytest.mark.parametrize("text, words", [
+    ("I1=32768,8,64:D1=32768,8,64", "lacks LL"),
+    ("I1=32768,8:D1=32768,8,64:LL=8388608,16,64", "is not a cache"),
+    ("I1=32768,8,64:D1=32768,8,60:LL=8388608,16,64", "line a power of two"),
+    ("I1=1000,8,64:D1=32768,8,64:LL=8388608,16,64", "size = sets x ways x line"),
+    ("I1=32768,8,64:I1=32768,8,64:LL=8388608,16,64", "is not a cache"),
+])
+def test_malformed_geometry_names_the_fix(text, words):
+    with pytest.raises(UsageError) as error:
+        valgrind.parse_geometry(text)
+    assert words in str(error.value) and "use" in str(error.value)
+
+
+def test_launcher_pins_the_environment_and_the_caches():
+    prefix = valgrind.launcher(valgrind.DEFAULT_GEOMETRY, "/x/shim.so", "/usr/bin/valgrind")
+    assert prefix[0] == "env" and "PYTHONHASHSEED=0" in prefix and "MXNET_ENGINE_TYPE=NaiveEngine" in prefix
+    assert "OMP_NUM_THREADS=1" in prefix and f"{valgrind.SHIM_ENV}=/x/shim.so" in prefix
+    tool = prefix[prefix.index("/usr/bin/valgrind"):]
+    assert tool[:4] == ["/usr/bin/valgrind", "--tool=callgrind", "--quiet", "--collect-atstart=no"]
+    assert "--callgrind-out-file=%q{BENCHCORE_WORKER_SCRATCH}/callgrind.out.%p" in tool
+    assert tool[-4:] == ["--cache-sim=yes", "--I1=32768,8,64", "--D1=32768,8,64", "--LL=8388608,16,64"]
+    assert "--cache-sim=yes" not in valgrind.launcher(None, "/x/shim.so", "/usr/bin/valgrind")
+
+
+# --------------------------------------------------------------------------- the missing tool
+
+
+def _run(argv, path):
+    env = dict(os.environ, PYTHONPATH=str(ROOT), PATH=path, OPBENCH_TINY="1")
+    return subprocess.run([sys.executable, *argv], capture_output=True, text=True, env=env, cwd=ROOT, timeout=300)
+
+
+@pytest.mark.parametrize("argv", [
+    ["-m", "opbench", "--engine", "instructions", "--ops", "broadcast_add"],
+    ["-m", "opbench", "--framework", "torch", "--engine", "instructions", "--ops", "add"],
+    ["-m", "rnnbench", "bench", "--engine", "instructions", "--rnns", "aten", "--group", "rnns"],
+])
+def test_missing_valgrind_is_one_line_and_exit_2(tmp_path, argv):
+    out = tmp_path / "r.json"
+    done = _run([*argv, "-o" if "opbench" in argv else "--output-file", str(out)], str(tmp_path))  # no valgrind on PATH
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "valgrind, which is not on PATH" in lines[0] and "apt-get install valgrind" in lines[0]
+    assert not out.exists() and not list(tmp_path.glob("*.checkpoint.jsonl"))
+
+
+def test_malformed_geometry_on_the_command_line(tmp_path):
+    done = _run(["-m", "opbench", "--engine", "instructions", "--ops", "broadcast_add", "--cache-sim", "I1=1,2",
+                 "-o", str(tmp_path / "r.json")], os.environ["PATH"])
+    assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1
+    assert "--cache-sim 'I1=1,2'" in done.stderr
+
+
+# --------------------------------------------------------------------------- dumps
+
+DUMP = """# callgrind format
+version: 1
+positions: line
+events: Ir Dr Dw I1mr D1mr D1mw ILmr DLmr DLmw
+summary: 1000 300 100 10 20 5 1 2 1
+
+ob=(1) /opt/build-a/lib/libmxnet.so
+fl=(1) /opt/build-a/mxnet/src/operator/tensor/elemwise.cc
+fn=(1) mxnet::op::Compute
+0 600 200 50 5 10 2 1 1
+cfn=(2) mxnet::op::Kernel
+calls=3 0
+0 300 100 50 5 10 3 0 1
+fn=(2)
+0 300 100 50 5 10 3
+fl=(2) ???
+fn=(3) memcpy
+5 100 0 0 0 0
+"""
+
+
+def test_dump_totals_functions_and_stripped_paths(tmp_path):
+    path = tmp_path / "callgrind.out.1.1"
+    path.write_text(DUMP)
+    dump = callgrind.read(path)
+    assert dump.totals["Ir"] == 1000 and dump.totals["DLmw"] == 0 + 1
+    compute = "mxnet::op::Compute [operator/tensor/elemwise.cc]"  # without the build's /opt/build-a/mxnet/src
+    kernel = "mxnet::op::Kernel [operator/tensor/elemwise.cc]"
+    assert dump.functions[compute][0]["Ir"] == 600 and dump.functions[compute][1]["Ir"] == 900
+    assert dump.functions[kernel][0]["Ir"] == 300
+    assert dump.functions["memcpy [libmxnet.so]"][0] == {"Ir": 100}
+    assert callgrind.read(path, with_functions=False).functions == {}
+    rows = {row["function"]: row for row in dump.profile()}
+    assert rows[compute] == {"function": compute, "self": 600, "inclusive": 900}
+
+
+def test_quantities_and_estimated_cycles():
+    found = quantities({"Ir": 1000, "Dr": 300, "Dw": 100, "I1mr": 10, "D1mr": 20, "D1mw": 5,
+                        "ILmr": 1, "DLmr": 2, "DLmw": 1})
+    # 1400 accesses, 35 L1 misses, 4 of them to RAM: 1365 L1 hits + 5 * 31 LL hits + 35 * 4
+    assert found == {"Ir": 1000, "L1_misses": 35, "LL_misses": 4, "cycles_est": 1365 + 5 * 31 + 35 * 4}
+    assert quantities({"Ir": 7}) == {"Ir": 7}
+
+
+def test_profile_delta_names_the_functions_that_moved():
+    base = [{"function": "a", "self": 100, "inclusive": 500}, {"function": "b", "self": 50, "inclusive": 50}]
+    new = [{"function": "a", "self": 100, "inclusive": 700}, {"function": "c", "self": 200, "inclusive": 200}]
+    delta = callgrind.profile_delta(base, new)
+    assert delta["inclusive"][0] == {"function": "a", "base": 500, "new": 700, "change": 200}
+    assert [r["function"] for r in delta["self"]] == ["c", "b"]
+
+
+# --------------------------------------------------------------------------- verdicts
+
+
+def _result(name, forward, backward=None, profile=None):
+    counts = {"forward": {"Ir": Counts(forward).to_dict()},
+              "backward": {"Ir": Counts(backward).to_dict()} if backward else None}
+    return CaseResult(CaseSpec("opbench", name, {"op": name}), "ok",
+                      {"engine": "instructions", "counts": counts, "profile": profile or {}})
+
+
+def _report(*results):
+    return Report(suite="opbench", settings={"valgrind": {"version": "valgrind-3.19.0"}}, results=list(results))
+
+
+def _verdicts(base, new):
+    return {(v.label, v.phase): v for v in count_verdicts.compare_counts(base, new).verdicts}
+
+
+def test_a_change_at_the_floor_is_same_and_beyond_it_is_judged_both_ways():
+    base = _report(_result("at", [100000] * 3), _result("up", [100000] * 3), _result("down", [100000] * 3))
+    new = _report(_result("at", [100500] * 3), _result("up", [100600] * 3), _result("down", [99400] * 3))
+    found = _verdicts(base, new)
+    assert found[("at", "forward")].verdict == "same"
+    assert found[("up", "forward")].verdict == "slower"
+    assert found[("down", "forward")].verdict == "faster"
+    assert all(v.non_repeatable is None for v in found.values())
+
+
+def test_a_non_repeatable_quantity_is_named_and_judged_with_its_own_spread():
+    base = _report(_result("dropout", [100000, 102000, 101000]), _result("lazy", [150000, 100000, 100000]))
+    new = _report(_result("dropout", [102500, 103000, 101500]), _result("lazy", [100000, 100000, 100000]))
+    found = _verdicts(base, new)
+    dropout = found[("dropout", "forward")]
+    assert dropout.verdict == "same" and dropout.band == pytest.approx(2000 / 101000 + 1500 / 102500)
+    assert "vary by 1.98% between repeats" in dropout.non_repeatable and dropout.non_repeatable.startswith("base:")
+    lazy = found[("lazy", "forward")]
+    assert "first repeat counted 50.00% more" in lazy.non_repeatable
+    # beyond its own spread, a non-repeatable quantity still gets a verdict
+    far = _verdicts(base, _report(_result("dropout", [110000, 110500, 110200])))[("dropout", "forward")]
+    assert far.verdict == "slower" and far.non_repeatable
+
+
+def test_one_repeat_is_judged_on_the_floor_and_says_so():
+    found = _verdicts(_report(_result("x", [1000])), _report(_result("x", [1010])))[("x", "forward")]
+    assert found.verdict == "slower" and "counted once" in found.non_repeatable
+
+
+def test_changed_quantities_carry_the_functions_behind_them():
+    profile = {"forward": [{"function": "k", "self": 90000, "inclusive": 95000}]}
+    grown = {"forward": [{"function": "k", "self": 95000, "inclusive": 100000}]}
+    found = _verdicts(_report(_result("x", [100000] * 3, profile=profile)),
+                      _report(_result("x", [105000] * 3, profile=grown)))[("x", "forward")]
+    assert found.functions["self"] == [{"function": "k", "base": 90000, "new": 95000, "change": 5000}]
+    same = _verdicts(_report(_result("x", [100000] * 3, profile=profile)), _report(_result("x", [100000] * 3)))
+    assert same[("x", "forward")].functions is None
+
+
+def test_counts_against_a_timing_only_report_is_a_usage_error():
+    timed = Report(suite="opbench", results=[CaseResult(CaseSpec("opbench", "x", {"op": "x"}), "ok",
+                                                        {"forward": {"samples_ms": [1.0, 1.1]}})])
+    with pytest.raises(UsageError, match="holds only timings; measure NEW's cases with --engine instructions"):
+        count_verdicts.check_comparable(_report(_result("x", [1000])), timed)
+    assert count_verdicts.check_comparable(timed, timed) is False
+
+
+def _write(path, report):
+    path.write_text(report.to_json())
+    return str(path)
+
+
+def test_compare_command_gates_on_counts_and_shows_them(tmp_path, capsys):
+    from benchcore.cli.commands import main
+    from benchcore.suite import Suite
+
+    base = _write(tmp_path / "base.json", _report(_result("x", [100000] * 3, [50000] * 3), _result("y", [1000] * 3)))
+    new = _write(tmp_path / "new.json", _report(_result("x", [103000] * 3, [50000] * 3), _result("y", [1000] * 3)))
+    assert main(Suite("opbench"), ["compare", base, new, "--fail-above", "2"]) == 1
+    out, err = capsys.readouterr()
+    assert "## Instruction counts" in out and "+3.00%" in out and "slower" in out
+    assert "x forward (+3.0%)" in err
+    assert main(Suite("opbench"), ["compare", base, new, "--fail-above", "5", "-f", "json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["instructions"]["verdicts"] == {"slower": 1, "faster": 0, "same": 2}
+    assert data["unmeasured"] == []
+
+
+def test_compare_command_refuses_counts_against_timings(tmp_path, capsys):
+    from benchcore.cli.commands import main
+    from benchcore.suite import Suite
+
+    timed = Report(suite="opbench", results=[CaseResult(CaseSpec("opbench", "x", {"op": "x"}), "ok",
+                                                        {"forward": {"samples_ms": [1.0, 1.1]}})])
+    assert main(Suite("opbench"), ["compare", _write(tmp_path / "t.json", timed),
+                                   _write(tmp_path / "c.json", _report(_result("x", [1000])))]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "holds only timings" in err
+
+
+def test_rounds_of_counts_combine_into_one_counts():
+    from benchcore.measure.combine import combine_metrics
+
+    combined = combine_metrics([{"c": Counts((5, 5)).to_dict()}, {"c": Counts((6,)).to_dict()}])
+    assert combined["c"]["samples"] == [5, 5, 6] and combined["c"]["round_sizes"] == [2, 1]
+
+
+def test_ray_is_refused_under_the_engine():
+    with pytest.raises(UsageError, match="run --shard K/N sweeps side by side"):
+        valgrind.plan("default", ray=True)
