@@ -41,7 +41,7 @@ from benchcore.cli import (ArgumentParser, add_output_arguments, add_run_argumen
 from benchcore.commands import COMMANDS as REPORT_COMMANDS
 from benchcore.errors import UsageError
 
-from .backends import FRAMEWORKS, backend_for
+from .backends import FRAMEWORKS, backend_for, require_framework
 from .backends.base import split as _split
 from .extras import from_results, in_report_order, label_of, operator_of
 from .suite import PROG
@@ -212,6 +212,7 @@ def run(argv: List[str]) -> int:
         return crossframe.run(argv[1:])
     ab = bool(argv) and argv[0] == AB_COMMAND
     flags = argv[1:] if ab else argv
+    require_framework(framework_of(flags))
     backend = backend_for(framework_of(flags))
     try:
         args = build_parser(backend, ab).parse_args(flags)
