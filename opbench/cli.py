@@ -64,7 +64,7 @@ from benchcore.measure import audit
 from benchcore.measure.instructions import ENGINE, INSTRUCTION_DEFAULTS, engine_of
 from benchcore.views import count_report
 
-from .backends import FRAMEWORKS, backend_for
+from .backends import FRAMEWORKS, backend_for, require_framework
 from .backends.base import UnknownOperator
 from .backends.base import split as _split
 from .extras import from_results, in_report_order, label_of, operator_of
@@ -256,6 +256,7 @@ def run(argv: List[str]) -> int:
         return crossframe.run(argv[1:])
     ab = bool(argv) and argv[0] == AB_COMMAND
     flags = argv[1:] if ab else argv
+    require_framework(framework_of(flags))
     backend = backend_for(framework_of(flags))
     try:
         args = build_parser(backend, ab, engine_of(flags)).parse_args(flags)

@@ -12,11 +12,16 @@ MXNET_MISSING = ("--framework mxnet (opbench's default) needs MXNet, which is no
                  "(mxnet 1.9.1, which needs numpy<1.24), or run PyTorch's operators with --framework torch")
 
 
+def require_framework(name: str) -> None:
+    """Refuse a sweep of a framework that is not installed in one line (the backends import
+    their framework lazily, so reading reports of either needs neither)."""
+    if name == "mxnet" and importlib.util.find_spec("mxnet") is None:
+        raise UsageError(MXNET_MISSING)
+
+
 def backend_for(name: str):
     """The backend of `--framework name`."""
     if name == "mxnet":
-        if importlib.util.find_spec("mxnet") is None:  # the backend imports MXNet lazily: ask before it runs
-            raise UsageError(MXNET_MISSING)
         from .mxnet import BACKEND
     elif name == "torch":
         from .torch import BACKEND

@@ -172,6 +172,7 @@ def test_python_engine_and_list(manifest, tmp_path):
     assert "8 OpInfo entries timed (forward)" in listed.stderr
 
 
+@pytest.mark.mxnet  # its last hints are MXNet's (an operator MXNet lacks)
 def test_bad_input_is_one_line(manifest, tmp_path):
     _one_line_error(opbench("--framework", "jax", cwd=tmp_path), "--framework jax", "mxnet or torch")
     _one_line_error(opbench("--framework", "torch", "--ctx", "gpu(0)", cwd=tmp_path), "--device cuda:0")
