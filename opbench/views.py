@@ -100,7 +100,7 @@ def _center(m: Optional[Measurement]) -> tuple:
 
 
 def _round_spread(m: Optional[Measurement]) -> str:
-    """The rounds' spread, or "bimodal" where the quantity has two speeds (benchcore.modes)."""
+    """The rounds' spread, or "bimodal" where the quantity has two speeds (benchcore.measure.modes)."""
     if m is not None and modes.of(m) is not None:
         return "bimodal"
     return MISSING if m is None or m.round_spread is None else f"{m.round_spread * 100:.1f}%"

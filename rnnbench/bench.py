@@ -4,7 +4,7 @@ The worker side is `execute(spec, options)`: it rebuilds the runner's ModelDef i
 runner's fuser/executor contexts, turns it into a benchcore Workload and times it with
 `benchcore.measure.runner.run_workload` — CUDA events on a CUDA device, perf_counter around a sync on
 the CPU — then audits one more forward and backward (rnnbench.audit; options["audit"] False
-skips it, and so does a round after the one that audited the runner: benchcore.audit.wanted)
+skips it, and so does a round after the one that audited the runner: benchcore.measure.audit.wanted)
 and records the subnormal flushing in force (options["flush_denormal"] sets it).
 Every time is in milliseconds on every device (fastrnns reported CPU seconds as "ms"), and
 nothing forces a garbage collection inside the loop (fastrnns spent ~150 ms per
@@ -37,7 +37,7 @@ EXECUTOR = "rnnbench.bench:execute"
 WORKER_PRELOAD = ("torch", "rnnbench.runners")
 
 #: fastrnns' sizes and their defaults, in the order its file names use them (s, l, i, h, b).
-#: python: each call timed (ms); instructions: each call counted under valgrind (benchcore.instructions)
+#: python: each call timed (ms); instructions: each call counted under valgrind (benchcore.measure.instructions)
 ENGINE_INSTRUCTIONS = "instructions"
 ENGINES = ("python", ENGINE_INSTRUCTIONS)
 SIZE_DEFAULTS = {"seqLength": 100, "numLayers": 1, "inputSize": 512, "hiddenSize": 512, "miniBatch": 64}
@@ -348,7 +348,7 @@ def execute(spec: CaseSpec, options: dict) -> dict:
 
 
 def count_instructions(workload, settings) -> dict:
-    """The runner's calls counted under callgrind (benchcore.instructions) on one intra-op thread."""
+    """The runner's calls counted under callgrind (benchcore.measure.instructions) on one intra-op thread."""
     import torch
 
     from benchcore.execute.valgrind import Collector
@@ -462,7 +462,7 @@ def _center(result, which: str) -> Optional[float]:
 
 
 def _round_spread(result, which: str) -> Optional[str]:
-    """The rounds' spread, or "bimodal" where the rounds sit at two speeds (benchcore.modes)."""
+    """The rounds' spread, or "bimodal" where the rounds sit at two speeds (benchcore.measure.modes)."""
     rounds, modes = _stat(result, which, "rounds"), _stat(result, which, "modes")
     if isinstance(modes, dict):
         return "bimodal"

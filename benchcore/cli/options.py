@@ -196,7 +196,7 @@ def add_output_arguments(parser, default_stem: Optional[str]) -> None:
 
 
 def add_format_arguments(p, formats, default: str, note: str = "") -> None:
-    """-f/--format and -o/--output, as every command spells them (the sweeps: benchcore.cli)."""
+    """-f/--format and -o/--output, as every command spells them (the sweeps: benchcore.cli.options)."""
     p.add_argument("-f", "--format", "--output-format", dest="format", type=_format_of(formats), default=default,
                    metavar="|".join(formats),
                    help=f"output format (default {default}" + (f"; {note}" if note else "") + ")")

@@ -13,7 +13,7 @@ the reason the repeats show (`reason_of`). A quantity counted once has no spread
 the floor and the verdict says its repeatability is unknown.
 
 For every quantity judged slower or faster, `functions` lists the functions whose instruction
-counts moved most between the two reports' stored profiles (benchcore.callgrind.profile_delta),
+counts moved most between the two reports' stored profiles (benchcore.measure.callgrind.profile_delta),
 inclusive and exclusive: where the change lies.
 """
 

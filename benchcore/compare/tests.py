@@ -1,6 +1,6 @@
 """The hypothesis tests a comparison rests on: is new/base different from no change?
 
-Separate from benchcore.measure.measurement because only benchcore.compare asks these questions;
+Separate from benchcore.measure.measurement because only benchcore.compare.verdicts asks these questions;
 a Measurement describes one set of samples, these judge two of them.
 """
 

@@ -104,7 +104,7 @@ class MetricComparison:
     #: the smallest slowdown this quantity's evidence finds 4 times in 5 at alpha (rounds only)
     detectable_ratio: Optional[float] = None
     reason: str = ""
-    #: what makes the quantity bimodal on either side (benchcore.modes); None when neither is
+    #: what makes the quantity bimodal on either side (benchcore.measure.modes); None when neither is
     bimodal: Optional[str] = None
 
     @property
@@ -587,7 +587,7 @@ def _tight(base: Measurement, new: Measurement, threshold: float) -> bool:
 
 
 def _bimodal(result: MetricComparison, bm: Measurement, nm: Measurement, evidence: Evidence) -> Optional[int]:
-    """Note on `result` what makes the quantity bimodal (benchcore.modes); the direction of a
+    """Note on `result` what makes the quantity bimodal (benchcore.measure.modes); the direction of a
     change beyond both speeds (1, -1, 0), or None when neither side is bimodal."""
     result.bimodal = modes.pair_text(bm, nm)
     return None if result.bimodal is None else modes.beyond_both_speeds(bm, nm, evidence.threshold)

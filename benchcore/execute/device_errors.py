@@ -3,7 +3,7 @@
 After a device-side assert, an illegal memory access or a launch failure, the CUDA context of
 the process is broken: every later CUDA call in it fails with the same error, so every later
 case in a reused worker would fail under its own name. The case where the error surfaced is
-recorded with it; the worker is then replaced (benchcore.isolation) so the next case runs in a
+recorded with it; the worker is then replaced (benchcore.execute.worker) so the next case runs in a
 fresh process. The test is on the error text, which both frameworks word after the CUDA
 runtime ("CUDA error: an illegal memory access was encountered" in torch, "CUDA: ..." and
 cudaError names in MXNet), so the core needs no framework to tell.

@@ -3,7 +3,7 @@
 A bar redrawn in place is right for a terminal and useless in a log file (tqdm writes nothing
 there, or one line per redraw). Without a terminal the sweep prints a plain line every
 `interval_s` seconds instead, and one at the end. Only the suite's cases count: the machine
-reference timed among them (benchcore.reference) is not a case the user asked for.
+reference timed among them (benchcore.measure.reference) is not a case the user asked for.
 
 BENCH_PROGRESS chooses (docs/OPBENCH.md, "Progress"):
     unset   a bar on a terminal, else a line every DEFAULT_INTERVAL_S seconds

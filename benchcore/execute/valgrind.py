@@ -1,6 +1,6 @@
 """Valgrind's callgrind as a worker launcher, and the client requests that count one call.
 
-The instruction engine runs the ordinary worker (benchcore.isolation) under callgrind: the
+The instruction engine runs the ordinary worker (benchcore.execute.worker) under callgrind: the
 worker's command line gets the prefix `launcher()` builds, so one valgrind process imports the
 framework once (80 s for MXNet under callgrind here) and then takes many cases, as a timing
 worker does. Collection is off at start (`--collect-atstart=no`); the worker switches it on
@@ -238,13 +238,13 @@ class Collector:
             shim = os.environ.get(SHIM_ENV)
             if not shim:
                 raise RuntimeError(f"the instruction engine's worker has no {SHIM_ENV}: it was not started "
-                                   "through benchcore.valgrind.launcher()")
+                                   "through benchcore.execute.valgrind.launcher()")
             _COLLECTOR = cls(shim)
         return _COLLECTOR
 
     def count(self, fn):
         """fn() with collection on around it; (its result, the dump's path). The garbage
-        collector is off inside, as in timed calls (benchcore.timers): a collection that falls
+        collector is off inside, as in timed calls (benchcore.measure.timers): a collection that falls
         into one repeat counted 1.5% more in a pure-Python case here."""
         import gc
 

@@ -184,7 +184,7 @@ def audit_rounds(adaptive: bool) -> str:
 
 
 class RoundAudits:
-    """Which of a sweep's slots audit their case (benchcore.isolation.run_slots asks per slot).
+    """Which of a sweep's slots audit their case (benchcore.execute.worker.run_slots asks per slot).
 
     With `audit_rounds` "first", a case is audited in the first of its slots that comes back ok
     with an audit block, per A/B side (the sides run other builds); every later slot of it is

@@ -1,6 +1,6 @@
 """A callgrind dump: its event totals and a compact per-function profile, and the difference of two.
 
-Each counted call of the instruction engine (benchcore.instructions) ends in one dump
+Each counted call of the instruction engine (benchcore.measure.instructions) ends in one dump
 (`CALLGRIND_DUMP_STATS_AT`), which holds only that call's cost. The totals are the figures a
 report judges; the per-function profile is what says *why* a figure moved between two builds.
 

@@ -3,14 +3,14 @@
 Timing on a shared machine cannot resolve a 1% change (docs/COMPARING.md); instruction counts
 can: under callgrind the same call of the same build counts the same instructions to within a
 few hundredths of a percent, whatever else the machine runs (docs/INSTRUCTIONS.md). The worker
-runs under benchcore.valgrind's launcher; here, inside it, `count_workload` runs a Workload's
+runs under benchcore.execute.valgrind's launcher; here, inside it, `count_workload` runs a Workload's
 warmup uncounted, then `runs` repeats, each forward and each backward counted alone (one call
 per repeat: counts need no averaging, only the repeats that show whether they repeat).
 
 Per counted call: `Ir` (instructions executed), and with cache simulation `L1_misses`,
 `LL_misses` and `cycles_est` = L1 hits + 5·LL hits + 35·RAM accesses (the model iai and
 CodSpeed use), each a Counts (samples plus unit; statistics derived). The last repeat's dump
-also gives the case's compact per-function profile (benchcore.callgrind), which `compare`
+also gives the case's compact per-function profile (benchcore.measure.callgrind), which `compare`
 diffs to say which functions a change lies in.
 
 The instructions of switching collection on and off (a ctypes call and the Python around the
@@ -141,7 +141,7 @@ def count_workload(workload: Workload, settings: RunSettings, collector) -> dict
     """The metrics of one case under the engine (see the module docstring)."""
     if not collector.on_valgrind:
         raise RuntimeError("the instruction engine's worker is not running under valgrind; "
-                           "run it through benchcore.valgrind.launcher()")
+                           "run it through benchcore.execute.valgrind.launcher()")
     with_backward = settings.run_backward and workload.has_backward
     forward, backward = _phase_calls(workload, with_backward)
     for _ in range(settings.warmup):

@@ -9,7 +9,7 @@ Adaptive mode (target_precision set) keeps sampling until IQR/median of every ti
 is under the target, after at least min_runs samples and min_time_s seconds, or until
 max_time_s runs out, in which case the outcome is flagged `capped`.
 
-After the timed runs, benchcore.steady judges whether the first samples stand apart from the
+After the timed runs, benchcore.measure.steady judges whether the first samples stand apart from the
 rest (a cold start the fixed warmup did not cover): those iterations are reclassified as
 warmup and as many more are timed in their place, up to max_extra_warmup; the outcome records
 the warmup calls run and whether steady state was reached (`steady`).
@@ -50,7 +50,7 @@ class RunSettings:
     min_runs: int = 5
     min_time_s: float = 0.0
     max_time_s: float = 10.0
-    #: the most timed iterations benchcore.steady may turn into warmup; None: as many as the runs
+    #: the most timed iterations benchcore.measure.steady may turn into warmup; None: as many as the runs
     max_extra_warmup: Optional[int] = None
 
     def __post_init__(self):
@@ -201,7 +201,7 @@ def check_warmup_budget(warmup: int, call_ms: float, budget_s: Optional[float] =
 def _settle(workload: Workload, timer, with_backward: bool, forward: List[float], backward: List[float],
             limit: int, reported=None) -> Tuple[int, Steadiness, float]:
     """Turn a cold head of the timed iterations into warmup, timing as many more in its place,
-    until the series is steady or `limit` iterations were turned (benchcore.steady); the lists
+    until the series is steady or `limit` iterations were turned (benchcore.measure.steady); the lists
     are edited in place. (number turned into warmup, the final series' steadiness, the time the
     extra iterations took in ms)
 

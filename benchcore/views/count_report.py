@@ -2,7 +2,7 @@
 
 Both suites' sweeps under `--engine instructions` record how the counts were taken (the
 launcher, valgrind's version, the simulated caches) and which code paths the libraries took
-natively and under valgrind (benchcore.instructions.faithfulness), and show every case's counts
+natively and under valgrind (benchcore.measure.instructions.faithfulness), and show every case's counts
 as a table: the suites' own tables are of times.
 """
 

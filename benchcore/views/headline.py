@@ -46,7 +46,7 @@ class Headline:
     round_spread: Optional[float]
     rounds: int
     samples: int
-    #: relative IQR at or above benchcore.stats.NOISE_THRESHOLD
+    #: relative IQR at or above benchcore.measure.measurement.NOISE_THRESHOLD
     noisy: bool
 
     def to_dict(self) -> dict:

@@ -17,7 +17,7 @@ import numpy as np
 from benchcore.measure import modes
 from benchcore.measure.measurement import Measurement
 
-#: the machine's warnings (benchcore.system) not worth repeating: rounds average over them
+#: the machine's warnings (benchcore.execute.system) not worth repeating: rounds average over them
 QUIET = ("ASLR",)
 
 

@@ -19,13 +19,13 @@ PACKAGES = ("benchcore", "frameworks", "opbench", "rnnbench")
 LAYERS = (
     ("benchcore", "benchcore.errors"),
     ("benchcore.measure",),
-    ("benchcore.report",),
+    ("benchcore.report.model",),
     ("benchcore.suite",),
     ("benchcore.execute",),
-    ("benchcore.compare",),
-    ("benchcore.views",),
+    ("benchcore.compare.verdicts",),
+    ("benchcore.views.markdown",),
     ("benchcore.history",),
-    ("benchcore.cli",),
+    ("benchcore.cli.options",),
 )
 
 Edge = Tuple[str, str, str]  # importer, imported, "path:line"

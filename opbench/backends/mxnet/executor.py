@@ -157,7 +157,7 @@ def build_workload(materialized, with_backward: bool, device: str = "cpu") -> Wo
 
 
 def run_instructions(workload: Workload, settings: RunSettings) -> dict:
-    """Counts under callgrind (benchcore.instructions): the worker runs under valgrind's launcher,
+    """Counts under callgrind (benchcore.measure.instructions): the worker runs under valgrind's launcher,
     with MXNet's NaiveEngine, so each operator runs inside the counted call."""
     from benchcore.execute.valgrind import Collector
     from benchcore.measure.instructions import count_workload

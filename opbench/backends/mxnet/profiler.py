@@ -391,7 +391,7 @@ class PhaseStats:
         return self._totals_ms
 
     def drop_first(self, calls: int) -> None:
-        """Forget the first `calls` calls: the runner turned them into warmup (benchcore.steady)."""
+        """Forget the first `calls` calls: the runner turned them into warmup (benchcore.measure.steady)."""
         del self.dumps[:calls], self._totals_ms[:calls]
 
     def entries(self) -> Dict[str, OpStats]:

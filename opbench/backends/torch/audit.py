@@ -90,7 +90,7 @@ def audit_case(workload: Workload, first, args, kwargs, expected: Optional[str] 
 def add_audit(metrics: dict, options: dict, workload: Workload, sample: tuple, expected: Optional[str]) -> None:
     """metrics["audit"], or null with the reason under `missing`: --no-audit, or the audit pass
     itself failed (the timed figures are kept either way); none when an earlier round audited
-    the case (benchcore.audit.wanted)."""
+    the case (benchcore.measure.audit.wanted)."""
     if not audit.wanted(metrics, options):
         return
     try:

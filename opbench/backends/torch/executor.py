@@ -25,7 +25,7 @@ random gradient of its shape (drawn once, outside the timed region); input gradi
 to None after each iteration (untimed), so backward never times an accumulation.
 
 Audit (options["audit"], on unless False): once per case (in one of its rounds:
-benchcore.audit.RoundAudits), untimed, after the timed runs
+benchcore.measure.audit.RoundAudits), untimed, after the timed runs
 (audit.py: the inputs, one more forward, and one more backward's input gradients), with the
 override table's reason when the non-normal values are the operator's (overrides.NON_NORMAL).
 Subnormal flushing (options["flush_denormal"]): torch.set_flush_denormal before the case's
