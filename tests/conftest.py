@@ -14,12 +14,17 @@ def restored_environ():
     os.environ.update(saved)
 
 
+#: markers of the tests that belong to a CI leg of their own and run only when the -m expression
+#: names them: `valgrind` (workers under valgrind for minutes; scripts/test-valgrind) and
+#: `old_mxnet` (a real old MXNet in its own venv; scripts/test-old-mxnet). `scripts/test`
+#: leaves them out, deselected (counted as such), never skipped.
+LEG_MARKERS = ("valgrind", "old_mxnet")
+
+
 def pytest_collection_modifyitems(config, items):
-    """Tests marked `valgrind` run workers under valgrind for minutes: they run only when the
-    -m expression names the marker (scripts/test-valgrind), so `scripts/test` leaves them out."""
-    if "valgrind" in (config.getoption("markexpr") or ""):
-        return
-    kept = [item for item in items if item.get_closest_marker("valgrind") is None]
-    if len(kept) != len(items):
-        config.hook.pytest_deselected(items=[item for item in items if item.get_closest_marker("valgrind")])
-        items[:] = kept
+    named = config.getoption("markexpr") or ""
+    legs = [marker for marker in LEG_MARKERS if marker not in named]
+    left_out = [item for item in items if any(item.get_closest_marker(marker) for marker in legs)]
+    if left_out:
+        config.hook.pytest_deselected(items=left_out)
+        items[:] = [item for item in items if item not in left_out]

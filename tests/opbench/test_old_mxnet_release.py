@@ -3,9 +3,10 @@
 OPBENCH_OLD_MXNET, an mxnet 1.3.1 folder in OPBENCH_TOO_OLD_MXNET and the python of an MXNet
 1.9.1 environment in OPBENCH_NEW_PYTHON (the other side of `ab`).
 
-Run anywhere else, the file is skipped as a whole (the main suite runs on 1.9.1; its half of
-the release handling is tests/opbench/test_old_mxnet_handling.py). Under the script, every
-test fails when the installed MXNet is not the release named: nothing here skips.
+Every test carries the `old_mxnet` marker, which the main suite deselects (tests/conftest.py: it
+runs on 1.9.1; its half of the release handling is tests/opbench/test_old_mxnet_handling.py);
+the script runs them with `-m old_mxnet`. There, every test fails when the installed MXNet is
+not the release named: nothing here skips.
 """
 
 import json
@@ -14,19 +15,17 @@ import subprocess
 import sys
 from pathlib import Path
 
+import mxnet as mx
 import pytest
 
+from benchcore.report.model import Report
+from frameworks.mxnet import mxnet_info
+from opbench.backends.mxnet import api, cases, gradients, registry, releases
+from opbench.backends.mxnet.profiler import MXNetProfiler
+
+pytestmark = pytest.mark.old_mxnet
+#: the release scripts/test-old-mxnet installed (unset elsewhere: every test then fails)
 RELEASE = os.environ.get("OPBENCH_OLD_MXNET")
-if not RELEASE:
-    pytest.skip("runs under scripts/test-old-mxnet, which installs an old MXNet (OPBENCH_OLD_MXNET names it)",
-                allow_module_level=True)
-
-import mxnet as mx  # noqa: E402
-
-from benchcore.execute.environment import mxnet_info  # noqa: E402
-from benchcore.report.model import Report  # noqa: E402
-from opbench.backends.mxnet import api, cases, gradients, registry, releases  # noqa: E402
-from opbench.backends.mxnet.profiler import MXNetProfiler  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 FAST = ["--tiny", "-w", "1", "-r", "2", "--rounds", "1"]
