@@ -19,13 +19,13 @@ PACKAGES = ("benchcore", "frameworks", "opbench", "rnnbench")
 LAYERS = (
     ("benchcore", "benchcore.errors"),
     ("benchcore.measure",),
-    ("benchcore.report.model",),
+    ("benchcore.report",),
     ("benchcore.suite",),
     ("benchcore.execute",),
-    ("benchcore.compare.verdicts",),
-    ("benchcore.views.markdown",),
+    ("benchcore.compare",),
+    ("benchcore.views",),
     ("benchcore.history",),
-    ("benchcore.cli.options",),
+    ("benchcore.cli",),
 )
 
 Edge = Tuple[str, str, str]  # importer, imported, "path:line"
