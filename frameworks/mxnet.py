@@ -12,7 +12,14 @@ SUMMARY_KEYS = (("mxnet.version", "MXNet {}"),)
 
 def collect() -> dict:
     """The `mxnet` block and MXNet's thread variables (benchcore.execute.environment.collect)."""
-    return {"mxnet": mxnet_info(), "threads_env": {name: os.environ.get(name) for name in THREAD_VARIABLES}}
+    return {"mxnet": mxnet_info(), **thread_settings()}
+
+
+def thread_settings() -> dict:
+    """MXNet's thread variables alone, without importing MXNet. Every suite records them (they
+    were in every report's threads_env before the core stopped naming MXNet): a report keeps
+    its keys, and a history store's environment fingerprints stay the same."""
+    return {"threads_env": {name: os.environ.get(name) for name in THREAD_VARIABLES}}
 
 
 def mxnet_info() -> dict:

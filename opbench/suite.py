@@ -103,7 +103,7 @@ def declare(executor: str, frameworks: Tuple[str, ...], combine_rounds: Callable
     combine; the headline figures, categories and merge rules are opbench's, the same for all."""
     adapters = [ADAPTERS[name] for name in frameworks]
     return Suite(name=PROG, executor=executor, frameworks=frameworks,
-                 collectors=tuple(f"{adapter.__name__}:collect" for adapter in adapters),
+                 collectors=("frameworks.mxnet:thread_settings", *(f"{adapter.__name__}:collect" for adapter in adapters)),
                  summary_keys=tuple(key for adapter in adapters for key in adapter.SUMMARY_KEYS), timings=timings,
                  category=category,
                  combine_rounds=combine_rounds, finish_merge=finish_merged, chart_style="slowest", uses_gpu=uses_gpu)

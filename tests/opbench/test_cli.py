@@ -360,3 +360,16 @@ def test_merged_shards_equal_the_unsharded_report(tmp_path):
         assert merged.extra[key] == whole.extra[key], key
     assert [item["op"] for item in merged.extra["no_benchmark"]] == ["dot"]
     assert not any("no_benchmark" in s.get("extra", {}) for s in merged.extra["shards"])
+
+
+def test_a_name_only_the_other_framework_knows_points_to_it():
+    """The backends do not import each other: the CLI asks the other backend's knows()."""
+    from opbench.backends.mxnet.cases import unknown_operator
+    from opbench.cli import pointed_elsewhere
+
+    assert str(pointed_elsewhere(unknown_operator("heaviside"), "mxnet")) == (
+        "heaviside is a PyTorch operator, not an MXNet one; add --framework torch")
+    close = unknown_operator("frexp")  # MXNet has names close to it: those are the hint
+    assert pointed_elsewhere(close, "mxnet") is close and "did you mean exp" in str(close)
+    unknown = unknown_operator("nosuchop_xyz")
+    assert pointed_elsewhere(unknown, "mxnet") is unknown
