@@ -3,8 +3,9 @@
 Counts need no test of significance: the same call of the same build counts the same
 instructions to within a few hundredths of a percent (docs/INSTRUCTIONS.md). So a quantity (a
 case's forward or backward `Ir`) is judged on its medians: a change beyond the *band* —
-the larger of the floor (`FLOOR`, 0.5%) and the two sides' own spreads between repeats
-added — is `slower` or `faster`, anything within it `same`.
+the largest of the floor (`FLOOR`, 0.5%), an absolute floor (`ABSOLUTE_FLOOR` instructions: the
+call overhead's jitter between processes) and the two sides' own spreads between repeats added —
+is `slower` or `faster`, anything within it `same`.
 
 A quantity whose repeats disagree by more than `REPEATABLE` (a random operator drawing other
 numbers, work that depends on thread scheduling, a lazy initialisation inside the measured
@@ -30,11 +31,17 @@ from benchcore.report.model import Report
 
 #: the smallest change a count verdict reports (a fraction)
 FLOOR = 0.005
+#: ... and in instructions: the framework's Python and dispatch around a call count a few
+#: thousand instructions more or less from one process to the next, whatever the call's size
+#: (two sweeps of tiny MXNet cases here: up to 1,973 instructions, +0.98% of a 200,000-
+#: instruction backward, between quantities that repeated within 0.1% in each process)
+ABSOLUTE_FLOOR = 2500
 #: spread between repeats beyond which a quantity is named non-repeatable
 REPEATABLE = 0.0025
 #: functions listed per changed quantity and kind (inclusive, exclusive)
 TOP_CHANGED = 8
-RESTS_ON = "instruction counts (callgrind Ir): medians of the repeats against max(floor, both sides' spreads)"
+RESTS_ON = ("instruction counts (callgrind Ir): medians of the repeats against max(floor, 2,500 instructions, "
+            "both sides' spreads)")
 
 
 @dataclass
@@ -78,7 +85,8 @@ class CountComparison:
 
     def to_dict(self) -> dict:
         tally = {name: sum(v.verdict == name for v in self.verdicts) for name in ("slower", "faster", "same")}
-        return {"rests_on": RESTS_ON, "floor": self.floor, "repeatable": REPEATABLE, "verdicts": tally,
+        return {"rests_on": RESTS_ON, "floor": self.floor, "absolute_floor": ABSOLUTE_FLOOR, "repeatable": REPEATABLE,
+                "verdicts": tally,
                 "non_repeatable": sum(v.non_repeatable is not None for v in self.verdicts),
                 "quantities": [dict(asdict(v), change_pct=v.change_pct) for v in self.verdicts],
                 "uncounted": self.uncounted, "settings_differences": self.settings_differences}
@@ -115,7 +123,7 @@ def reason_of(counts: Counts) -> Optional[str]:
 
 def judge(base: Counts, new: Counts, floor: float = FLOOR) -> tuple:
     """(verdict, band) of one quantity (see the module docstring)."""
-    band = max(floor, base.spread + new.spread)
+    band = max(floor, base.spread + new.spread, ABSOLUTE_FLOOR / base.median if base.median else 0.0)
     ratio = new.median / base.median if base.median else float("inf")
     if abs(ratio - 1.0) <= band:
         return "same", band

@@ -160,9 +160,14 @@ def _verdicts(base, new):
 
 
 def test_a_change_at_the_floor_is_same_and_beyond_it_is_judged_both_ways():
-    base = _report(_result("at", [100000] * 3), _result("up", [100000] * 3), _result("down", [100000] * 3))
-    new = _report(_result("at", [100500] * 3), _result("up", [100600] * 3), _result("down", [99400] * 3))
+    base = _report(_result("at", [1000000] * 3), _result("up", [1000000] * 3), _result("down", [1000000] * 3),
+                   _result("small", [100000] * 3), _result("small_up", [100000] * 3))
+    new = _report(_result("at", [1005000] * 3), _result("up", [1006000] * 3), _result("down", [994000] * 3),
+                  _result("small", [102400] * 3), _result("small_up", [102600] * 3))
     found = _verdicts(base, new)
+    # a small call's band is the absolute floor: 2,500 instructions of 100,000
+    assert found[("small", "forward")].verdict == "same" and found[("small", "forward")].band == 0.025
+    assert found[("small_up", "forward")].verdict == "slower"
     assert found[("at", "forward")].verdict == "same"
     assert found[("up", "forward")].verdict == "slower"
     assert found[("down", "forward")].verdict == "faster"
@@ -184,7 +189,7 @@ def test_a_non_repeatable_quantity_is_named_and_judged_with_its_own_spread():
 
 
 def test_one_repeat_is_judged_on_the_floor_and_says_so():
-    found = _verdicts(_report(_result("x", [1000])), _report(_result("x", [1010])))[("x", "forward")]
+    found = _verdicts(_report(_result("x", [1000000])), _report(_result("x", [1010000])))[("x", "forward")]
     assert found.verdict == "slower" and "counted once" in found.non_repeatable
 
 
