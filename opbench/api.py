@@ -29,7 +29,7 @@ def measure(ops: Optional[Sequence[str]] = None, categories: Optional[Sequence[s
     `isolate=False` runs the cases in this process (faster to start; a crash ends it); `tiny`
     takes toy input sizes (tests). A bad argument raises benchcore.errors.UsageError.
     """
-    from benchcore.cli.options import apply_threads
+    from benchcore.cli.options import apply_threads, run_plan_from
     from benchcore.execute import sweep
 
     from . import cli
@@ -45,7 +45,7 @@ def measure(ops: Optional[Sequence[str]] = None, categories: Optional[Sequence[s
     apply_threads(args.threads)
     device = backend.check(args)
     job, plan = cli._job(backend, args, device, checkpoint=None)
-    environment, results = sweep.measure(job, args, cli.PROG, argv, cli._environment_extra(backend, args))[""]
+    environment, results = sweep.measure(job, run_plan_from(args), cli.PROG, argv, cli._environment_extra(backend, args))[""]
     return annotate(cli.build_report(args, plan, job, environment, results, {}), backend.suite)
 
 

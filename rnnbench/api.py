@@ -22,6 +22,7 @@ def measure(rnns: Sequence[str] = ("cudnn",), *, sizes: Optional[Dict[str, int]]
             seed: int = 17, isolate: bool = True) -> Report:
     """Time LSTM runners as `rnnbench bench --group rnns --rnns …` would; `sizes` takes
     fastrnns' names (seqLength, numLayers, inputSize, hiddenSize, miniBatch)."""
+    from benchcore.cli.options import run_plan_from
     from benchcore.execute import sweep
 
     from . import cli
@@ -34,7 +35,7 @@ def measure(rnns: Sequence[str] = ("cudnn",), *, sizes: Optional[Dict[str, int]]
     cli._split_runner_lists(args)
     cli._check_bench_args(args)
     job, all_specs = cli._job(args, None)
-    environment, results = sweep.measure(job, args, cli.PROG, argv, cli._environment_extra(args),
+    environment, results = sweep.measure(job, run_plan_from(args), cli.PROG, argv, cli._environment_extra(args),
                                          collect_local=lambda: cli.bench_environment(args, argv))[""]
     return annotate(cli._report(args, job, all_specs, environment, results), SUITE)
 

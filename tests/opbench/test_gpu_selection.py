@@ -21,9 +21,16 @@ HOPPER_ERROR = ("Traceback (most recent call last):\n  File \"../src/engine/thre
 @pytest.fixture
 def cuda_mxnet(monkeypatch):
     """A CUDA build of MXNet that sees `gpus` GPUs of compute capability 90 (an H100/H200)."""
-    class Features:
+    class Feature:  # as mxnet.runtime.Feature: a name and whether the build has it
+        def __init__(self, name, enabled):
+            self.name, self.enabled = name, enabled
+
+    class Features(dict):  # as mxnet.runtime.Features: an ordered dict of name → Feature
+        def __init__(self):
+            super().__init__((name, Feature(name, name == "CUDA")) for name in ("CUDA", "CUDNN", "MKLDNN"))
+
         def is_enabled(self, name):
-            return name == "CUDA"
+            return self[name].enabled
 
     monkeypatch.setattr(mx.runtime, "Features", Features)
     monkeypatch.setattr(mx.util, "get_cuda_compute_capability", lambda ctx: 90)
