@@ -19,8 +19,15 @@ HOPPER_ERROR = ("Traceback (most recent call last):\n  File \"../src/engine/thre
 
 
 @pytest.fixture
-def cuda_mxnet(monkeypatch):
-    """A CUDA build of MXNet that sees `gpus` GPUs of compute capability 90 (an H100/H200)."""
+def cuda_mxnet(monkeypatch, request):
+    """A CUDA build of MXNet that sees `gpus` GPUs of compute capability 90 (an H100/H200). The
+    backend reads the build's features once per process (releases.features is cached): the
+    cache is emptied before the fake and after it."""
+    from opbench.backends.mxnet import releases
+
+    releases.features.cache_clear()
+    request.addfinalizer(releases.features.cache_clear)
+
     class Feature:  # as mxnet.runtime.Feature: a name and whether the build has it
         def __init__(self, name, enabled):
             self.name, self.enabled = name, enabled
