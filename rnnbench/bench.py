@@ -351,13 +351,10 @@ def count_instructions(workload, settings) -> dict:
     """The runner's calls counted under callgrind (benchcore.measure.instructions) on one intra-op thread."""
     import torch
 
-    from benchcore.execute.valgrind import Collector
-    from benchcore.measure.instructions import count_workload
+    from benchcore.execute.valgrind import count_in_worker
 
     torch.set_num_threads(1)
-    metrics = count_workload(workload, settings, Collector.in_worker())
-    metrics["forward"] = metrics["backward"] = None
-    return metrics
+    return count_in_worker(workload, settings)
 
 
 def compile_metrics(info: dict) -> dict:

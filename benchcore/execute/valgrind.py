@@ -319,3 +319,13 @@ def settings_record(prefix: Sequence[str], geometry: Optional[Geometry]) -> dict
     return {"launcher": list(prefix), "tool": "callgrind", "version": tool_version(),
             "cache_sim": geometry.to_dict() if geometry else None,
             "address_randomisation": "off (setarch -R)" if "-R" in prefix else "as the system has it"}
+
+
+def count_in_worker(workload, settings) -> dict:
+    """An instruction-engine case's metrics: the workload's calls counted with this worker's
+    Collector (benchcore.measure.instructions.count_workload), and no timed Measurements."""
+    from benchcore.measure.instructions import count_workload
+
+    metrics = count_workload(workload, settings, Collector.in_worker())
+    metrics["forward"] = metrics["backward"] = None
+    return metrics

@@ -159,11 +159,9 @@ def build_workload(materialized, with_backward: bool, device: str = "cpu") -> Wo
 def run_instructions(workload: Workload, settings: RunSettings) -> dict:
     """Counts under callgrind (benchcore.measure.instructions): the worker runs under valgrind's launcher,
     with MXNet's NaiveEngine, so each operator runs inside the counted call."""
-    from benchcore.execute.valgrind import Collector
-    from benchcore.measure.instructions import count_workload
+    from benchcore.execute.valgrind import count_in_worker
 
-    metrics = count_workload(workload, settings, Collector.in_worker())
-    metrics["forward"] = metrics["backward"] = None
+    metrics = count_in_worker(workload, settings)
     metrics["profiler"] = None
     return metrics
 

@@ -182,12 +182,10 @@ def run_instructions(workload: Workload, settings: RunSettings) -> dict:
     """Counts under callgrind (benchcore.measure.instructions), on one intra-op thread."""
     import torch
 
-    from benchcore.execute.valgrind import Collector
-    from benchcore.measure.instructions import count_workload
+    from benchcore.execute.valgrind import count_in_worker
 
     torch.set_num_threads(1)
-    metrics = count_workload(workload, settings, Collector.in_worker())
-    metrics["forward"] = metrics["backward"] = None
+    metrics = count_in_worker(workload, settings)
     metrics["profiler"] = None
     return metrics
 
