@@ -79,9 +79,9 @@ def test_torch_operator_and_an_rnnbench_runner_counted(tmp_path):
 
 BROADCAST_ADD = {"suite": "opbench", "name": "broadcast_add", "params": {
     "op": "broadcast_add", "category": "binary_broadcast", "inputs": {
-        "lhs": {"shape": [64, 32], "init": "normal", "dtype": "float32"},
-        "rhs": {"shape": [64, 32], "init": "normal", "dtype": "float32"}},
-    "dtype": "float32", "ctx": "cpu(0)", "run_backward": True, "seed": 41, "variant": "(64,32)", "profile": "tiny"}}
+        "lhs": {"shape": [512, 256], "init": "normal", "dtype": "float32"},
+        "rhs": {"shape": [512, 256], "init": "normal", "dtype": "float32"}},
+    "dtype": "float32", "ctx": "cpu(0)", "run_backward": True, "seed": 41, "variant": "(512,256)", "profile": "tiny"}}
 
 
 def test_function_delta_between_two_real_runs_that_differ(tmp_path, monkeypatch):
