@@ -177,7 +177,8 @@ from scipy.special import digamma, polygamma  # noqa: E402
 from scipy.stats import t as student_t  # noqa: E402
 from scipy.stats import ttest_rel  # noqa: E402
 
-from benchcore.compare.tests import TestResult, VariancePrior, paired_t_on_logs  # noqa: E402
+from benchcore.compare.tests import TestResult as HypothesisResult  # noqa: E402
+from benchcore.compare.tests import VariancePrior, paired_t_on_logs  # noqa: E402
 
 
 def _hand_moderated(change, s2, df, n_factor, prior, confidence=0.95):
@@ -258,14 +259,14 @@ def test_rounds_without_any_variance_give_the_point_and_certainty(test):
     """Every pair the same ratio (paired) or every side constant: no spread to test with."""
     method = "paired-t-log" if test is paired_t_on_logs else "t-log"
     changed = test([2.0] * 4, [3.0] * 4)  # 4: the mean of equal logs is exact
-    assert changed == TestResult(0.0, method, (pytest.approx(1.5), pytest.approx(1.5)), None, None)
+    assert changed == HypothesisResult(0.0, method, (pytest.approx(1.5), pytest.approx(1.5)), None, None)
     unchanged = test([1.0, 2.0], [1.0, 2.0]) if test is paired_t_on_logs else test([2.0] * 3, [2.0] * 2)
-    assert unchanged == TestResult(1.0, method, (1.0, 1.0), None, None)
+    assert unchanged == HypothesisResult(1.0, method, (1.0, 1.0), None, None)
 
 
 def test_one_pair_without_a_prior_has_no_variance_and_gives_the_point():
-    assert paired_t_on_logs([2.0], [3.0]) == TestResult(0.0, "paired-t-log", (pytest.approx(1.5),) * 2)
-    assert paired_t_on_logs([2.0], [2.0]) == TestResult(1.0, "paired-t-log", (1.0, 1.0))
+    assert paired_t_on_logs([2.0], [3.0]) == HypothesisResult(0.0, "paired-t-log", (pytest.approx(1.5),) * 2)
+    assert paired_t_on_logs([2.0], [2.0]) == HypothesisResult(1.0, "paired-t-log", (1.0, 1.0))
 
 
 @pytest.mark.parametrize("base,new", [([1.0, 1.4], [2.0]),  # one degree of freedom
@@ -320,14 +321,14 @@ def test_one_round_a_side_with_a_prior_is_judged_on_the_priors_variance_alone():
 
 def test_without_degrees_of_freedom_an_offsets_variance_alone_gives_no_t_test():
     """One round a side, no prior: no t distribution to refer to, whatever the offset's variance."""
-    assert t_on_logs([2.0], [3.0], offset_variance=0.01) == TestResult(0.0, "t-log", (pytest.approx(1.5),) * 2)
+    assert t_on_logs([2.0], [3.0], offset_variance=0.01) == HypothesisResult(0.0, "t-log", (pytest.approx(1.5),) * 2)
 
 
 def test_the_detectable_slowdown_needs_both_a_standard_error_and_degrees_of_freedom():
-    assert TestResult(0.5, "t-log", (0.9, 1.1), standard_error=0.1).detectable_ratio() is None
-    assert TestResult(0.5, "t-log", (0.9, 1.1), df=4.0).detectable_ratio() is None
+    assert HypothesisResult(0.5, "t-log", (0.9, 1.1), standard_error=0.1).detectable_ratio() is None
+    assert HypothesisResult(0.5, "t-log", (0.9, 1.1), df=4.0).detectable_ratio() is None
     expected = math.exp((student_t.ppf(0.975, 4.0) + student_t.ppf(0.8, 4.0)) * 0.1)
-    assert TestResult(0.5, "t-log", (0.9, 1.1), 0.1, 4.0).detectable_ratio() == pytest.approx(expected)
+    assert HypothesisResult(0.5, "t-log", (0.9, 1.1), 0.1, 4.0).detectable_ratio() == pytest.approx(expected)
 
 
 # --------------------------------------------------------------------------- the variance prior
