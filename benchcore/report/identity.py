@@ -11,21 +11,22 @@ environment each case ran in (written by benchcore.execute.cluster.driver).
 from __future__ import annotations
 
 import fnmatch
-from typing import Dict, List, Optional
+from typing import Dict, Iterable, List, Optional, Tuple
 
 from benchcore.report.model import CaseResult, Report
 
 #: Environment keys (flattened with dots, matched case-insensitively as globs) whose values
-#: change timings: interpreter and framework versions, CPU and GPU model, thread settings,
-#: device. Anything else (hostname, time, argv, paths) differs between any two runs.
+#: change timings: interpreter versions, CPU and GPU model, thread settings, device. Anything
+#: else (hostname, time, argv, paths) differs between any two runs. A framework's own block
+#: counts whole (framework_blocks), so the core names no framework here.
 ENV_KEY_PATTERNS = (
-    "*python*", "*mxnet*", "*torch*", "*numpy*", "*cpu*", "*processor*", "*gpu*", "*cuda*",
+    "*python*", "*numpy*", "*cpu*", "*processor*", "*gpu*", "*cuda*",
     "*cudnn*", "*nvidia*", "*thread*", "*omp_*", "*mkl*", "*device*", "*denormal*",
 )
-#: Exact keys that always count, whatever the patterns say: how the numbers were taken (a
+#: Keys (globs) that always count, whatever the patterns say: how the numbers were taken (a
 #: profiler's kernel times and a wall clock around the Python call are different quantities),
-#: and whether torch had a GPU ("*available*" is ignored for memory figures).
-ALWAYS_RELEVANT_KEYS = ("engine", "timer", "settings.profiler", "torch.cuda_available")
+#: and whether a framework had a GPU ("*available*" is ignored for memory figures).
+ALWAYS_RELEVANT_KEYS = ("engine", "timer", "settings.profiler", "*.cuda_available")
 #: Settings keys that name the measuring method (opbench's engine): compared like the environment.
 METHOD_SETTINGS = ("settings.profiler",)
 ENV_KEY_IGNORED = (
@@ -49,13 +50,21 @@ def flatten(data, prefix: str = "") -> Dict[str, object]:
     return flat
 
 
-def timing_relevant(key: str) -> bool:
+def framework_blocks(environment: dict) -> Tuple[str, ...]:
+    """The environment's framework blocks: the dicts with a `version` that a suite's collectors
+    write (frameworks.mxnet: `mxnet`, frameworks.torch: `torch`). Every key in one can change
+    timings (its version, build features, threads, GPU), so each counts whole."""
+    return tuple(name for name, block in environment.items() if isinstance(block, dict) and "version" in block)
+
+
+def timing_relevant(key: str, blocks: Iterable[str] = ()) -> bool:
+    """Whether an environment key (flattened) can change timings; `blocks`: framework_blocks."""
     lowered = key.lower()
-    if lowered in ALWAYS_RELEVANT_KEYS:
+    if any(fnmatch.fnmatchcase(lowered, p) for p in ALWAYS_RELEVANT_KEYS):
         return True
     if any(fnmatch.fnmatchcase(lowered, p) for p in ENV_KEY_IGNORED):
         return False
-    return any(fnmatch.fnmatchcase(lowered, p) for p in ENV_KEY_PATTERNS)
+    return key.split(".", 1)[0] in blocks or any(fnmatch.fnmatchcase(lowered, p) for p in ENV_KEY_PATTERNS)
 
 
 def environment_differences(base, new) -> List[dict]:
@@ -64,10 +73,11 @@ def environment_differences(base, new) -> List[dict]:
     Only keys both reports recorded are compared: a key on one side only comes from a newer
     version of the suite (a baseline from before it recorded TF32 settings must still gate).
     What one key per block always records catches the rest: a framework that failed to import
-    has `version: null`, a GPU run differs in `torch.cuda_available` and `nvidia_driver`.
+    has `version: null`, a GPU run differs in `<framework>.cuda_available` and `nvidia_driver`.
     """
     b, n = _comparable_keys(base), _comparable_keys(new)
-    keys = sorted(k for k in set(b) & set(n) if timing_relevant(k))
+    blocks = framework_blocks(base.environment) + framework_blocks(new.environment)
+    keys = sorted(k for k in set(b) & set(n) if timing_relevant(k, blocks))
     return [{"key": k, "base": b.get(k), "new": n.get(k)} for k in keys if b.get(k) != n.get(k)]
 
 
@@ -75,7 +85,8 @@ def timing_identity(report) -> Dict[str, object]:
     """The timing-relevant keys of a report's environment and method settings, flattened and
     sorted: what must match for two reports' figures to be one series (the history store's
     environment fingerprint)."""
-    return {k: v for k, v in sorted(_comparable_keys(report).items()) if timing_relevant(k)}
+    blocks = framework_blocks(report.environment)
+    return {k: v for k, v in sorted(_comparable_keys(report).items()) if timing_relevant(k, blocks)}
 
 
 def _comparable_keys(report) -> Dict[str, object]:

@@ -21,7 +21,7 @@ from benchcore.errors import UsageError
 from benchcore.measure.case import CaseSpec
 from benchcore.measure.measurement import Measurement
 from benchcore.report.figures import Timing, from_measurement, sampled
-from benchcore.report.identity import environment_differences
+from benchcore.report.identity import environment_differences, timing_identity
 from benchcore.report.model import CaseResult, Report
 from benchcore.suite import Suite
 from benchcore.views.markdown import comparison_markdown
@@ -1180,3 +1180,15 @@ def test_a_case_of_a_mixed_report_is_judged_with_its_reports_thread_settings_too
     plain = make_report([op_result("x", samples(1.0, seed=3))], env=A100, settings={"runs": 30, "threads": 1})
     [x] = compare(mixed, plain).unmeasured
     assert x["reason"].startswith("measured in different environments (settings.threads differ)")
+
+
+def test_a_framework_block_counts_whole_whatever_the_framework_is_called():
+    """The core names no framework: any collector's block with a `version` is part of the identity
+    (its build features change timings), while a dict without one (the cluster's record) is not."""
+    base_env = {**ENV, "jax": {"version": "0.4.30", "backend": "cpu"}, "notes": {"backend": "a"}}
+    new_env = {**ENV, "jax": {"version": "0.4.30", "backend": "tpu"}, "notes": {"backend": "b"}}
+    keys = [d["key"] for d in environment_differences(make_report([], env=base_env), make_report([], env=new_env))]
+    assert keys == ["jax.backend"]
+    assert "jax.backend" in timing_identity(make_report([], env=base_env))
+    assert "mxnet.features" in timing_identity(make_report([], env={**ENV, "mxnet": {"version": "1.9.1",
+                                                                                       "features": ["MKLDNN"]}}))
