@@ -33,6 +33,11 @@ def never_on_gpu(spec: "CaseSpec") -> bool:
     return False
 
 
+def params_inputs(result: "CaseResult"):
+    """The default description of a case's inputs: its params' `inputs` (an operator's tensors)."""
+    return result.spec.params.get("inputs")
+
+
 def _combine_default(per_round: List[dict]) -> dict:
     from benchcore.measure.combine import combine_metrics
 
@@ -70,3 +75,24 @@ class Suite:
     #: (flattened environment key, how to show its value) of the suite's frameworks (GPU, versions),
     #: shown after the CPU in a history's one-line environment summary (benchcore.history.fingerprint)
     summary_keys: Tuple[Tuple[str, str], ...] = ()
+    #: result → what its inputs were, for the tidy rows (benchcore.views.rows): tensors, or sizes
+    case_inputs: Callable[["CaseResult"], object] = params_inputs
+
+
+def declared(name: str) -> Suite:
+    """The Suite of a report's suite name: `SUITE` in the package `<name>.suite` (opbench.suite,
+    rnnbench.suite), so the core reads any suite's reports without a list of suites. Imported only
+    where a reader needs what a report does not store (its headlines, before `metrics.headline`)."""
+    import importlib
+
+    from benchcore.errors import UsageError
+
+    try:
+        module = importlib.import_module(f"{name}.suite") if name.isidentifier() else None
+    except ImportError:
+        module = None
+    suite = getattr(module, "SUITE", None)
+    if not isinstance(suite, Suite):
+        raise UsageError(f"the report's suite {name!r} is not installed here (no {name}.suite.SUITE); "
+                         "read it where its suite is installed")
+    return suite

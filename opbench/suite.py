@@ -107,3 +107,9 @@ def declare(executor: str, frameworks: Tuple[str, ...], combine_rounds: Callable
                  summary_keys=tuple(key for adapter in adapters for key in adapter.SUMMARY_KEYS), timings=timings,
                  category=category,
                  combine_rounds=combine_rounds, finish_merge=finish_merged, chart_style="slowest", uses_gpu=uses_gpu)
+
+
+#: opbench's declaration for a reader of its reports (benchcore.suite.declared): the headline
+#: figures, categories and merge rules every backend shares; each backend's own
+#: (opbench.backends.*.suite) adds its executor, framework and round rules.
+SUITE = Suite(name=PROG, timings=timings, category=category, finish_merge=finish_merged, uses_gpu=uses_gpu)

@@ -31,6 +31,12 @@ def uses_gpu(spec) -> bool:
     return str(spec.params.get("device", "cpu")).startswith("cuda")
 
 
+def runner_sizes(result: CaseResult) -> dict:
+    """A runner's inputs are its sizes (the tidy rows' `inputs` column)."""
+    params = result.spec.params
+    return {k: params[k] for k in ("seqLength", "numLayers", "inputSize", "hiddenSize", "miniBatch") if k in params}
+
+
 def _finish_merge(report):
     from .bench import finish_merged
 
@@ -39,4 +45,5 @@ def _finish_merge(report):
 
 SUITE = Suite(name=SUITE_NAME, executor=EXECUTOR, frameworks=("torch",), collectors=("frameworks.torch:collect", "frameworks.mxnet:thread_settings"),
               summary_keys=frameworks.torch.SUMMARY_KEYS, category=category, combine_rounds=combine_rounds,
-              finish_merge=_finish_merge, chart_style="every_case", case_noun="runner", uses_gpu=uses_gpu)
+              finish_merge=_finish_merge, chart_style="every_case", case_noun="runner", uses_gpu=uses_gpu,
+              case_inputs=runner_sizes)

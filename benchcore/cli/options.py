@@ -280,10 +280,10 @@ def render_report(report, fmt: str, to_markdown: Callable, suite) -> str:
     Markdown, or CSV rows (benchcore.views.rows)."""
     if fmt == "md":
         return to_markdown(report)
+    from benchcore.suite import declared
     from benchcore.views.headline import annotate
-    from benchcore.views.rows import suite_declaration
 
-    annotate(report, suite or suite_declaration(report.suite))
+    annotate(report, suite or declared(report.suite))
     if fmt == "json":
         return report.to_json()
     from benchcore.views.rows import REPORT_COLUMNS, report_rows, to_csv

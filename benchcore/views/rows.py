@@ -17,6 +17,7 @@ import io
 import json
 from typing import TYPE_CHECKING, Dict, Iterable, List, Optional
 
+from benchcore.suite import declared
 from benchcore.views.headline import Headline, headlines
 
 if TYPE_CHECKING:
@@ -32,8 +33,6 @@ REPORT_COLUMNS = ("suite", "framework", "case", "variant", "category", "inputs",
 COMPARISON_COLUMNS = ("suite", "case", "category", "phase", "base_ms", "new_ms", "ratio", "change_pct",
                       "verdict", "basis", "q_value", "ratio_low", "ratio_high", "detectable_ratio", "rounds_base",
                       "rounds_new", "key")
-#: where a report's suite declares its headline figures, for reports written before `metrics.headline`
-SUITE_DECLARATIONS = {"opbench": ("opbench.backends.mxnet.suite", "SUITE"), "rnnbench": ("rnnbench.suite", "SUITE")}
 
 
 def shape_text(value) -> str:
@@ -59,21 +58,18 @@ def inputs_text(inputs) -> str:
     return ", ".join(parts)
 
 
-def _case_columns(report: "Report", result: "CaseResult") -> dict:
-    """The columns that describe the case (not its figure)."""
+def _case_columns(report: "Report", result: "CaseResult", suite: "Suite") -> dict:
+    """The columns that describe the case (not its figure); the framework, where neither the case
+    nor the settings name one, is the suite's only framework (rnnbench: torch)."""
     params, settings = result.spec.params, report.settings
-    inputs = params.get("inputs")
-    if inputs is None and report.suite == "rnnbench":  # a runner's inputs are its sizes
-        inputs = {k: params[k] for k in ("seqLength", "numLayers", "inputSize", "hiddenSize", "miniBatch")
-                  if k in params}
+    only = suite.frameworks[0] if len(suite.frameworks) == 1 else ""
     return {
         "suite": report.suite,
-        "framework": params.get("framework") or settings.get("framework") or
-        ("torch" if report.suite == "rnnbench" else ""),
+        "framework": params.get("framework") or settings.get("framework") or only,
         "case": params.get("op", result.spec.name),
         "variant": params.get("variant") or "",
         "category": params.get("category") or params.get("group") or "",
-        "inputs": inputs_text(inputs),
+        "inputs": inputs_text(suite.case_inputs(result)),
         "dtype": params.get("dtype") or settings.get("dtype") or "",
         "device": params.get("device") or params.get("ctx") or "",
         "engine": settings.get("profiler") or report.environment.get("timer") or "",
@@ -102,12 +98,13 @@ def _stored_headlines(result: "CaseResult") -> Optional[Dict[str, Headline]]:
 def report_rows(report: "Report", suite: Optional["Suite"] = None) -> List[dict]:
     """One dict per case × measured phase (a case measured in no phase, e.g. a failed one:
     one row with an empty phase), columns REPORT_COLUMNS."""
-    rows = []
+    rows, stored = [], suite is None
+    suite = suite or declared(report.suite)
     for result in report.results:
-        found = _stored_headlines(result) if suite is None else None
+        found = _stored_headlines(result) if stored else None
         if found is None:
-            found = headlines(result, suite or suite_declaration(report.suite))
-        case = _case_columns(report, result)
+            found = headlines(result, suite)
+        case = _case_columns(report, result, suite)
         for h in list(found.values()) or [None]:
             row = {**case, **_figure_columns(h)}
             rows.append({column: row[column] for column in REPORT_COLUMNS})
@@ -139,19 +136,6 @@ def to_csv(rows: Iterable[dict], columns: Iterable[str]) -> str:
     for row in rows:
         writer.writerow({k: ("" if v is None else v) for k, v in row.items()})
     return out.getvalue()
-
-
-def suite_declaration(name: str) -> "Suite":
-    """The Suite of a report's suite name (imported only when a report lacks its headlines)."""
-    import importlib
-
-    from benchcore.errors import UsageError
-
-    if name not in SUITE_DECLARATIONS:
-        raise UsageError(f"no suite named {name!r} is known; a report's suite is one of "
-                         f"{', '.join(SUITE_DECLARATIONS)}")
-    module, attribute = SUITE_DECLARATIONS[name]
-    return getattr(importlib.import_module(module), attribute)
 
 
 def load_rows(path) -> List[dict]:

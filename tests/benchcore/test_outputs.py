@@ -98,3 +98,13 @@ def test_the_markdown_figures_are_the_headline(reports):
     op = json.loads(reports["op.json"].read_text())["results"]
     relu = next(r for r in op if r["spec"]["name"] == "relu")
     assert f"{relu['metrics']['headline']['forward']['median_ms']:.4f}" in text
+
+
+def test_the_suites_declare_the_framework_and_inputs_columns(reports):
+    """rnnbench names no framework per case: its only one (torch) fills the column, and a
+    runner's inputs are its sizes (rnnbench.suite.runner_sizes); opbench's cases name both."""
+    rnn = pandas.read_csv(reports["rnn.csv"])
+    assert set(rnn["framework"]) == {"torch"}
+    assert set(rnn["inputs"]) == {"seqLength=3, numLayers=1, inputSize=4, hiddenSize=4, miniBatch=2"}
+    op = pandas.DataFrame(load_rows(reports["op.json"]))
+    assert set(op["framework"]) == {"mxnet"}

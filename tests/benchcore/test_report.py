@@ -104,3 +104,13 @@ def test_written_report_has_ordinary_permissions(tmp_path):
     finally:
         os.umask(old)
     assert path.stat().st_mode & 0o777 == 0o644
+
+
+def test_a_reports_suite_is_found_by_its_package_and_an_unknown_one_is_named():
+    from benchcore.errors import UsageError
+    from benchcore.suite import declared
+
+    assert declared("rnnbench").case_noun == "runner" and declared("opbench").name == "opbench"
+    for name in ("nosuchsuite", "os", "../opbench"):
+        with pytest.raises(UsageError, match=f"suite {name!r} is not installed here"):
+            declared(name)
