@@ -384,7 +384,7 @@ def test_one_variable_length_runner_can_be_chosen_with_rnns(capsys):
 def test_markdown_shows_runs_and_marks_an_adaptive_run_that_was_capped(tmp_path, capsys):
     out_file = tmp_path / "r.md"
     code, _, err = run(capsys, "bench", *TINY, "--device", "cpu", "--group", "rnns", "--no-isolation", "--warmup", "0",
-                       "--rnns", "cudnn", "--target-precision", "0.0001%", "--max-time", "0.2",
+                       "--rnns", "cudnn", "--target-precision", "0.0001%", "--max-time", "1",
                        "--output-file", str(out_file))
     assert code == 0, err
     [row] = [line for line in out_file.read_text().splitlines() if line.startswith("| cudnn")]
