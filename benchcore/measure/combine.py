@@ -19,8 +19,9 @@ Rules = Dict[str, Callable[[list], Any]]
 #: any round ran out of --max-time.
 COMMON_RULES: Rules = {"timed_total_ms": sum, "capped": any}
 #: Keys of a metrics dict whose per-round value is a list of one record per round (the runner's
-#: `steady` record): combined rounds concatenate them, one entry per round in the rounds' order.
-PER_ROUND_RECORDS = ("steady",)
+#: `steady` record, the worker's `contention` record): combined rounds concatenate them, one entry
+#: per round in the rounds' order.
+PER_ROUND_RECORDS = ("steady", "contention")
 
 
 def combine_metrics(per_round: List[dict], rules: Optional[Rules] = None,
