@@ -10,6 +10,7 @@ from __future__ import annotations
 import statistics
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
+from benchcore.measure import modes
 from benchcore.measure.measurement import Measurement
 
 #: Rules that combine one metric's per-round values: by leaf key name.
@@ -44,7 +45,19 @@ def combine_metrics(per_round: List[dict], rules: Optional[Rules] = None,
     combined = _combine(per_round, all_rules, tuple(sample_lists), "", differing)
     if differing:
         combined["round_values"] = differing
+    _name_causes(combined)
     return combined
+
+
+def _name_causes(combined) -> None:
+    """A top-level Measurement with two speeds gets their likely cause from the rounds'
+    contention records (benchcore.measure.modes.described)."""
+    records = combined.get("contention") if isinstance(combined, dict) else None
+    if not records:
+        return
+    for value in combined.values():
+        if isinstance(value, dict) and isinstance(value.get("modes"), dict) and isinstance(value.get("samples_ms"), list):
+            value["modes"] = modes.described(Measurement.from_dict(value), records) or value["modes"]
 
 
 def _combine(values: list, rules: Rules, sample_lists: Tuple[str, ...], path: str, differing: Dict[str, list]):

@@ -32,6 +32,16 @@ def test_rounds_keep_one_contention_record_each():
     assert [r["cpu_wait_share"] for r in combined["contention"]] == [0.1, 0.5] and "round_values" not in combined
 
 
+def test_combined_rounds_name_the_cause_of_a_measurement_with_two_speeds():
+    rng = np.random.default_rng(3)
+    rounds = [{"forward": Measurement(list(level * (1 + 0.02 * rng.standard_normal(12)))).to_dict(),
+               "contention": [{"cpu_wait_share": wait, "others_cpus": 1.0, "load_1min": 2.0}]}
+              for level, wait in ((0.4, 0.02), (0.9, 0.5), (0.4, 0.03), (0.9, 0.45))]
+    combined = combine_metrics(rounds)
+    assert combined["forward"]["modes"]["rounds"] == [2, 4]
+    assert combined["forward"]["modes"]["cause"].startswith("likely cause: CPU contention from other processes")
+
+
 def levels(values, n=12, seed=0):
     rng = np.random.default_rng(seed)
     return Measurement.from_rounds([list(v * (1 + 0.02 * rng.standard_normal(n))) for v in values])
