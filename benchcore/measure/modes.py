@@ -166,8 +166,9 @@ def cause(found: Modes, records: Optional[Sequence[dict]], round_count: int) -> 
 
     Across processes: whether the slow rounds' threads waited for a CPU more than the fast
     rounds' (CPU contention: other processes held the CPUs), or ran while other processes kept
-    the machine busier (shared caches, memory bandwidth, the host's cores), or neither (the
-    cause is not the machine's load). Within a round: how much that round waited."""
+    the machine busier (shared caches, memory bandwidth, the host's cores); when every round
+    waited alike and much, the machine was busy throughout and may still be the cause, within
+    rounds; otherwise the cause is not the machine's load. Within a round: how much it waited."""
     if not records or len(records) != round_count or any(not isinstance(r, dict) for r in records):
         return None
     if found.kind == WITHIN:
@@ -188,6 +189,10 @@ def cause(found: Modes, records: Optional[Sequence[dict]], round_count: int) -> 
         return f"likely cause: CPU contention from other processes ({evidence})"
     if others[0] - others[1] >= OTHERS_MARGIN:
         return f"likely cause: other processes' load sharing the machine ({evidence})"
+    if min(waits) >= WAIT_MARGIN:
+        # a round's record covers the whole case: bursts inside rounds do not show in it
+        return (f"the machine was busy throughout ({evidence}): its load may split the rounds at a finer "
+                "scale than a round's record shows; cause not proven")
     return f"not the machine's load ({evidence}): cause unknown"
 
 

@@ -85,8 +85,8 @@ def _contention(case_metrics: Sequence[dict]) -> Optional[str]:
             f"case-round; 90th percentile {p90 * 100:.0f}%) while other processes used {np.median(others):.1f} "
             "CPUs")
     if p90 >= modes.WAIT_MARGIN:
-        return text + ("; a case timed while it waited reads slower by about that much, and its rounds may split "
-                       "into two speeds (each bimodal quantity below names its likely cause).")
+        return text + ("; at such a load a call can be preempted in the middle of its kernel, and a case's rounds "
+                       "may split into two speeds (each bimodal quantity below names its likely cause).")
     return text + "."
 
 

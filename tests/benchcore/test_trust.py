@@ -40,7 +40,7 @@ def test_the_section_says_how_long_the_workers_waited_for_a_cpu():
     records = [{"cpu_wait_share": w, "others_cpus": 1.5, "load_1min": 3.0} for w in (0.02, 0.04, 0.6)]
     text = "\n".join(section([rounds([1.0, 1.1, 1.05])], [{"contention": records}], {}, {}))
     assert ("CPU contention: the workers' threads waited for a CPU 4% of their time (median case-round; 90th "
-            "percentile 49%) while other processes used 1.5 CPUs; a case timed while it waited") in text
+            "percentile 49%) while other processes used 1.5 CPUs; at such a load a call can be preempted") in text
 
 
 def test_without_threads_or_rounds_the_section_says_what_is_missing():
