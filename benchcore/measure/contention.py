@@ -95,6 +95,8 @@ def between(before: Snapshot, after: Snapshot) -> dict:
         if total > 0:
             others = max(0, busy - (after.own_ticks - before.own_ticks))
             record["others_cpus"] = others / total * (os.cpu_count() or 1)
+        else:
+            reasons.append("others_cpus: the case took less than one of /proc/stat's clock ticks")
     if reasons:
         record["reason"] = "; ".join(reasons)
     return record
