@@ -7,7 +7,8 @@ from typing import Callable, Dict, List, Optional, Tuple
 
 import frameworks.mxnet
 import frameworks.torch
-from benchcore.measure.measurement import round_sizes_of
+from benchcore.measure import modes
+from benchcore.measure.measurement import Measurement, round_sizes_of
 from benchcore.report.figures import METRICS, Timing, from_average, from_measurement, number, sampled
 from benchcore.report.model import CaseResult
 from benchcore.suite import Suite
@@ -90,6 +91,19 @@ def recompute_averages(data) -> None:
                 data[avg] = data[total] / data[count]
         for value in data.values():
             recompute_averages(value)
+
+
+def describe_modes(metrics: dict) -> None:
+    """Each profiler phase whose per-call times run at two speeds gets `modes`, with the likely
+    cause from the rounds' contention records (benchcore.measure.modes.described). The wall-time
+    Measurements beside it carry their own `modes`, but the report's figures are the profiler's."""
+    profiler = metrics.get("profiler")
+    for phase in (profiler.get(name) for name in METRICS) if isinstance(profiler, dict) else ():
+        if isinstance(phase, dict) and phase.get("per_call_ms"):
+            found = modes.described(Measurement(phase["per_call_ms"], round_sizes=round_sizes_of(phase)),
+                                    metrics.get("contention"))
+            if found is not None:
+                phase["modes"] = found
 
 
 def uses_gpu(spec) -> bool:

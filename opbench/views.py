@@ -119,8 +119,9 @@ def _bimodal_texts(result: CaseResult, engine: str) -> Dict[str, Optional[str]]:
         quantities = {"iteration": _python_whole(result)}
     else:
         quantities = dict(zip(("forward", "backward"), _native_measurements(result)))
-    found = {name: modes.of(m) for name, m in quantities.items()}
-    return {name: m.describe() if m else None for name, m in found.items()}
+    records = (result.metrics or {}).get("contention")
+    found = {name: modes.described(m, records) if m is not None else None for name, m in quantities.items()}
+    return {name: data["text"] if data else None for name, data in found.items()}
 
 
 def _native_measurements(result: CaseResult) -> tuple:

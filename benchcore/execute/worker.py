@@ -49,7 +49,7 @@ from benchcore.execute.checkpoint import (
     json_default,
 )
 from benchcore.execute.device_errors import leaves_worker_unusable
-from benchcore.measure import reference
+from benchcore.measure import contention, reference
 from benchcore.measure.audit import RoundAudits
 from benchcore.measure.case import CaseSpec
 from benchcore.measure.memory import resident_bytes
@@ -84,8 +84,12 @@ def execute_one(executor: Callable, spec: CaseSpec, options: dict) -> dict:
     started = time.perf_counter()
     run = reference.execute if reference.is_reference(spec) else executor
     try:
-        metrics = run(spec, options)
-        answer = {"status": "ok", "metrics": metrics or {}}
+        before = contention.snapshot()
+        metrics = run(spec, options) or {}
+        # one record per round (benchcore.measure.combine.PER_ROUND_RECORDS): a bimodal
+        # quantity's report says whether its slow rounds waited for a CPU (modes.cause)
+        metrics["contention"] = [contention.between(before, contention.snapshot())]
+        answer = {"status": "ok", "metrics": metrics}
     except SkipCase as exc:
         answer = {"status": "skipped", "error": str(exc) or "skipped"}
     except Exception as exc:  # the case failed, the worker lives on

@@ -10,6 +10,7 @@ from __future__ import annotations
 import statistics
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
+from benchcore.measure import modes
 from benchcore.measure.measurement import Measurement
 
 #: Rules that combine one metric's per-round values: by leaf key name.
@@ -19,8 +20,9 @@ Rules = Dict[str, Callable[[list], Any]]
 #: any round ran out of --max-time.
 COMMON_RULES: Rules = {"timed_total_ms": sum, "capped": any}
 #: Keys of a metrics dict whose per-round value is a list of one record per round (the runner's
-#: `steady` record): combined rounds concatenate them, one entry per round in the rounds' order.
-PER_ROUND_RECORDS = ("steady",)
+#: `steady` record, the worker's `contention` record): combined rounds concatenate them, one entry
+#: per round in the rounds' order.
+PER_ROUND_RECORDS = ("steady", "contention")
 
 
 def combine_metrics(per_round: List[dict], rules: Optional[Rules] = None,
@@ -43,7 +45,19 @@ def combine_metrics(per_round: List[dict], rules: Optional[Rules] = None,
     combined = _combine(per_round, all_rules, tuple(sample_lists), "", differing)
     if differing:
         combined["round_values"] = differing
+    _name_causes(combined)
     return combined
+
+
+def _name_causes(combined) -> None:
+    """A top-level Measurement with two speeds gets their likely cause from the rounds'
+    contention records (benchcore.measure.modes.described)."""
+    records = combined.get("contention") if isinstance(combined, dict) else None
+    if not records:
+        return
+    for value in combined.values():
+        if isinstance(value, dict) and isinstance(value.get("modes"), dict) and isinstance(value.get("samples_ms"), list):
+            value["modes"] = modes.described(Measurement.from_dict(value), records) or value["modes"]
 
 
 def _combine(values: list, rules: Rules, sample_lists: Tuple[str, ...], path: str, differing: Dict[str, list]):

@@ -142,3 +142,68 @@ def pair_text(base: "Measurement", new: "Measurement") -> Optional[str]:
     """What a comparison says about a quantity bimodal on either side; None when neither is."""
     parts = [f"{label} {found.describe()}" for label, found in (("base", of(base)), ("new", of(new))) if found]
     return "; ".join(parts) if parts else None
+
+
+#: the slow rounds "waited" when their threads' share of time waiting for a CPU exceeds the fast
+#: rounds' by this much (absolute) and by half again; the other processes "were busier" when
+#: they used this many more CPUs' worth during the slow rounds
+WAIT_MARGIN, WAIT_FACTOR, OTHERS_MARGIN = 0.10, 1.5, 0.5
+
+
+def _pct(value: float) -> str:
+    return f"{value * 100:.0f}%"
+
+
+def _median_of(records: Sequence[dict], rounds: Sequence[int], key: str) -> Optional[float]:
+    values = [records[i - 1].get(key) for i in rounds if 0 < i <= len(records)]
+    values = [v for v in values if isinstance(v, (int, float))]
+    return float(np.median(values)) if values and len(values) == len(rounds) else None
+
+
+def cause(found: Modes, records: Optional[Sequence[dict]], round_count: int) -> Optional[str]:
+    """The likely cause of `found`'s two speeds, from the rounds' contention records
+    (benchcore.measure.contention: one per round, in the rounds' order); None without them.
+
+    Across processes: whether the slow rounds' threads waited for a CPU more than the fast
+    rounds' (CPU contention: other processes held the CPUs), or ran while other processes kept
+    the machine busier (shared caches, memory bandwidth, the host's cores); when every round
+    waited alike and much, the machine was busy throughout and may still be the cause, within
+    rounds; otherwise the cause is not the machine's load. Within a round: how much it waited."""
+    if not records or len(records) != round_count or any(not isinstance(r, dict) for r in records):
+        return None
+    if found.kind == WITHIN:
+        wait = _median_of(records, found.rounds, "cpu_wait_share")
+        others = _median_of(records, found.rounds, "others_cpus")
+        if wait is None or others is None:
+            return None
+        return (f"the round's threads waited for a CPU {_pct(wait)} of their time; other processes "
+                f"used {others:.1f} CPUs meanwhile")
+    fast_rounds = [i for i in range(1, round_count + 1) if i not in found.rounds]
+    waits = [_median_of(records, rounds, "cpu_wait_share") for rounds in (found.rounds, fast_rounds)]
+    others = [_median_of(records, rounds, "others_cpus") for rounds in (found.rounds, fast_rounds)]
+    if None in waits or None in others:
+        return None
+    evidence = (f"the slow rounds' threads waited for a CPU {_pct(waits[0])} of their time, the fast "
+                f"rounds' {_pct(waits[1])}; other processes used {others[0]:.1f} and {others[1]:.1f} CPUs")
+    if waits[0] - waits[1] >= WAIT_MARGIN and waits[0] >= WAIT_FACTOR * waits[1]:
+        return f"likely cause: CPU contention from other processes ({evidence})"
+    if others[0] - others[1] >= OTHERS_MARGIN:
+        return f"likely cause: other processes' load sharing the machine ({evidence})"
+    if min(waits) >= WAIT_MARGIN:
+        # a round's record covers the whole case: bursts inside rounds do not show in it
+        return (f"the machine was busy throughout ({evidence}): its load may split the rounds at a finer "
+                "scale than a round's record shows; cause not proven")
+    return f"not the machine's load ({evidence}): cause unknown"
+
+
+def described(m: "Measurement", records: Optional[Sequence[dict]]) -> Optional[dict]:
+    """The JSON of `m`'s two speeds with their likely cause (None when it has one speed)."""
+    found = of(m)
+    if found is None:
+        return None
+    data = found.to_dict()
+    why = cause(found, records, m.round_count)
+    if why is not None:
+        data["cause"] = why
+        data["text"] = f"{data['text']}; {why}"
+    return data

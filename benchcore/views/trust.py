@@ -25,7 +25,7 @@ def section(measurements: Sequence[Measurement], case_metrics: Sequence[dict], s
             environment: dict) -> List[str]:
     """Markdown lines: threads, warmup and steady state, round spread, two speeds, the machine."""
     items = [_threads(settings, environment), _warmup(case_metrics, settings), _spread(measurements),
-             _machine(environment)]
+             _contention(case_metrics), _machine(environment)]
     return ["## How far to trust these figures", "", *[f"- {item}" for item in items if item], ""]
 
 
@@ -69,6 +69,24 @@ def _spread(measurements: Sequence[Measurement]) -> Optional[str]:
     if bimodal:
         text += (f"; {len(bimodal)} quantit{'y runs' if len(bimodal) == 1 else 'ies run'} at two speeds (*bimodal*, "
                  "listed below): read both speeds, not the median")
+    return text + "."
+
+
+def _contention(case_metrics: Sequence[dict]) -> Optional[str]:
+    """How long the workers' threads waited for a CPU (benchcore.measure.contention): the cause of
+    the second speed measured on a shared machine (docs/STEADY_STATE.md, *Why two speeds*)."""
+    records = [r for m in case_metrics for r in (m.get("contention") or []) if isinstance(r, dict)]
+    waits = [r["cpu_wait_share"] for r in records if isinstance(r.get("cpu_wait_share"), (int, float))]
+    others = [r["others_cpus"] for r in records if isinstance(r.get("others_cpus"), (int, float))]
+    if not waits or not others:
+        return None
+    p50, p90 = np.percentile(waits, [50, 90])
+    text = (f"CPU contention: the workers' threads waited for a CPU {p50 * 100:.0f}% of their time (median "
+            f"case-round; 90th percentile {p90 * 100:.0f}%) while other processes used {np.median(others):.1f} "
+            "CPUs")
+    if p90 >= modes.WAIT_MARGIN:
+        return text + ("; at such a load a call can be preempted in the middle of its kernel, and a case's rounds "
+                       "may split into two speeds (each bimodal quantity below names its likely cause).")
     return text + "."
 
 

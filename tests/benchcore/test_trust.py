@@ -33,6 +33,14 @@ def test_the_section_says_threads_warmup_spread_two_speeds_and_the_machine():
     assert "1 quantity runs at two speeds" in text
     assert "Machine: not quiet at the start — load average: 8.2 over the last minute." in text
     assert "ASLR" not in text
+    assert "CPU contention" not in text  # no records: a report written before they existed
+
+
+def test_the_section_says_how_long_the_workers_waited_for_a_cpu():
+    records = [{"cpu_wait_share": w, "others_cpus": 1.5, "load_1min": 3.0} for w in (0.02, 0.04, 0.6)]
+    text = "\n".join(section([rounds([1.0, 1.1, 1.05])], [{"contention": records}], {}, {}))
+    assert ("CPU contention: the workers' threads waited for a CPU 4% of their time (median case-round; 90th "
+            "percentile 49%) while other processes used 1.5 CPUs; at such a load a call can be preempted") in text
 
 
 def test_without_threads_or_rounds_the_section_says_what_is_missing():

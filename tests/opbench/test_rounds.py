@@ -25,6 +25,11 @@ def test_rounds_reach_the_report_and_its_markdown(tmp_path):
         assert [r["round"] for r in result.rounds] == [1, 2] and all(r["status"] == "ok" for r in result.rounds)
         assert round_sizes_of(result.metrics["profiler"]["forward"]) == [3, 3]
         assert result.metrics["forward"]["rounds"]["count"] == 2
+        # each round's worker says how long its threads waited for a CPU (a bimodal case's cause)
+        contention = result.metrics["contention"]
+        assert len(contention) == 2 and all(0 <= r["cpu_wait_share"] <= 1 for r in contention)
+        # a tiny case may end within one clock tick of /proc/stat: then others' use is unknown, and says why
+        assert all(r["others_cpus"] >= 0 if r["others_cpus"] is not None else "tick" in r["reason"] for r in contention)
     reference = report.environment["system"]["reference"]
     assert reference["status"] == "ok" and reference["compute"]["rounds"]["count"] == 2
     md = (tmp_path / "r.md").read_text()

@@ -7,7 +7,7 @@ from typing import List
 
 from benchcore.measure import audit
 from benchcore.measure.combine import combine_metrics
-from opbench.suite import PROFILER_RULES, declare, recompute_averages, without_derived
+from opbench.suite import PROFILER_RULES, declare, describe_modes, recompute_averages, without_derived
 
 from .executor import add_opperf_keys
 
@@ -21,6 +21,7 @@ def combine_rounds(per_round: List[dict]) -> dict:
     combined = audit.combine_with_audit(per_round, lambda rest: combine_metrics(
         [without_derived(m) for m in rest], PROFILER_RULES, sample_lists=("per_call_ms",)))
     recompute_averages(combined)
+    describe_modes(combined)
     op, engine = combined.get("op"), combined.get("engine")
     if op and engine:
         device = next((k[len("max_storage_mem_alloc_"):] for k in combined if k.startswith("max_storage_mem_alloc_")),

@@ -9,7 +9,7 @@ from typing import List
 
 from benchcore.measure import audit
 from benchcore.measure.combine import combine_metrics
-from opbench.suite import PROFILER_RULES, declare, recompute_averages, without_derived
+from opbench.suite import PROFILER_RULES, declare, describe_modes, recompute_averages, without_derived
 
 EXECUTOR = "opbench.backends.torch.executor:execute"
 #: per-operator rows of a phase's profiler block add up over rounds
@@ -23,6 +23,7 @@ def combine_rounds(per_round: List[dict]) -> dict:
     combined = audit.combine_with_audit(per_round, lambda rest: combine_metrics(
         [without_derived(m) for m in rest], RULES, sample_lists=("per_call_ms",)))
     recompute_averages(combined)
+    describe_modes(combined)
     return combined
 
 

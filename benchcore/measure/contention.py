@@ -1,0 +1,102 @@
+"""Contention: how much of a case's time its process spent waiting for a CPU, and how busy the
+other processes kept the machine meanwhile.
+
+Why: on a shared machine a quantity's second speed is, in what was measured here
+(docs/STEADY_STATE.md, *Why two speeds*), the time its threads spent on the run queue while
+other processes held the CPUs — per call, the profiler's kernel time of a slow call was the
+kernel's own CPU time plus that wait. A round taken while the machine was busy is then slow as
+a whole, and the rounds of a case split into two speeds. The scheduler counts that wait per
+thread (Linux, /proc/<pid>/task/<tid>/schedstat: ns on a CPU, ns runnable but waiting), so
+every worker records it around each case, and a bimodal quantity's report can say whether its
+slow rounds were the ones that waited (benchcore.measure.modes.cause).
+
+Measured around the whole case (warmup and timed runs; the worker's own threads, the
+framework's engine and OpenMP threads included). On a system without schedstat the record
+holds nulls and the reason.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Dict, Optional, Tuple
+
+#: a case's record: share of its threads' time spent waiting for a CPU, the CPUs' worth of work
+#: other processes did meanwhile, the 1-minute load average when it started
+FIELDS = ("cpu_wait_share", "others_cpus", "load_1min")
+
+
+def _threads() -> Optional[Dict[str, Tuple[int, int]]]:
+    """(ns on a CPU, ns waiting for one) of each thread of this process; None without schedstat."""
+    found = {}
+    try:
+        tids = os.listdir("/proc/self/task")
+    except OSError:
+        return None
+    for tid in tids:
+        try:
+            with open(f"/proc/self/task/{tid}/schedstat") as handle:
+                run, wait = handle.read().split()[:2]
+        except (OSError, ValueError):
+            continue  # a thread that ended meanwhile
+        found[tid] = (int(run), int(wait))
+    return found or None
+
+
+def _machine() -> Optional[Tuple[int, int]]:
+    """(busy, all) clock ticks of all CPUs since boot (/proc/stat); None where there is none."""
+    try:
+        with open("/proc/stat") as handle:
+            ticks = [int(x) for x in handle.readline().split()[1:]]
+    except (OSError, ValueError):
+        return None
+    idle = ticks[3] + (ticks[4] if len(ticks) > 4 else 0)
+    return sum(ticks) - idle, sum(ticks)
+
+
+def _own_ticks() -> int:
+    times = os.times()
+    return round((times.user + times.system) * os.sysconf("SC_CLK_TCK"))
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    threads: Optional[Dict[str, Tuple[int, int]]]
+    machine: Optional[Tuple[int, int]]
+    own_ticks: int
+    load_1min: Optional[float]
+
+
+def snapshot() -> Snapshot:
+    try:
+        load: Optional[float] = os.getloadavg()[0]
+    except OSError:
+        load = None
+    return Snapshot(_threads(), _machine(), _own_ticks(), load)
+
+
+def between(before: Snapshot, after: Snapshot) -> dict:
+    """The record of what happened between two snapshots of this process (FIELDS, plus `reason`
+    where a field could not be measured)."""
+    record: dict = {"cpu_wait_share": None, "others_cpus": None, "load_1min": before.load_1min}
+    reasons = []
+    if before.threads is None or after.threads is None:
+        reasons.append("no /proc/<pid>/task/<tid>/schedstat on this system")
+    else:
+        run = wait = 0
+        for tid, (run1, wait1) in after.threads.items():
+            run0, wait0 = before.threads.get(tid, (0, 0))  # a thread born meanwhile counts from 0
+            run, wait = run + run1 - run0, wait + wait1 - wait0
+        record["cpu_wait_share"] = wait / (run + wait) if run + wait > 0 else 0.0
+    if before.machine is None or after.machine is None:
+        reasons.append("no /proc/stat on this system")
+    else:
+        busy, total = after.machine[0] - before.machine[0], after.machine[1] - before.machine[1]
+        if total > 0:
+            others = max(0, busy - (after.own_ticks - before.own_ticks))
+            record["others_cpus"] = others / total * (os.cpu_count() or 1)
+        else:
+            reasons.append("others_cpus: the case took less than one of /proc/stat's clock ticks")
+    if reasons:
+        record["reason"] = "; ".join(reasons)
+    return record
