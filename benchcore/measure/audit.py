@@ -4,10 +4,11 @@ A benchmark that feeds an operator values that drive it into NaN, infinity or su
 arithmetic times a slow path nobody runs in practice: an x86 core takes a microcode assist
 for every float32/float64 operation with a subnormal operand or result (unless FTZ/DAZ are
 set), and NaN/Inf inputs are a sign that the inputs were out of the operator's domain. So
-every timed case is audited once, untimed, after its timed runs (in one of its rounds, see
-RoundAudits): its inputs, outputs and input gradients are counted here. The suites (opbench's
-MXNet and PyTorch backends, rnnbench) hand numpy arrays in and get plain dicts out; nothing
-here knows a framework.
+every timed case is audited once, untimed, right after its last timed call (in one of its
+rounds, see RoundAudits; LastCall: what that call produced is counted, no call is added): its
+inputs, outputs and input gradients are counted here. The suites (opbench's MXNet and PyTorch
+backends, rnnbench) hand numpy arrays in and get plain dicts out; nothing here knows a
+framework.
 
 What counts, per tensor, judged by the tensor's own dtype (an index tensor kept in float32 in
 a float16 case is a float32 tensor):
@@ -34,7 +35,10 @@ reason as `expected`; it is flagged but not a defect.
 
 from __future__ import annotations
 
+import time
 from typing import Callable, Dict, Iterable, List, Mapping, Optional
+
+from benchcore.errors import error_summary
 
 #: (unsigned view, exponent mask, smallest normal as raw magnitude bits) per float dtype
 _LAYOUT = {
@@ -204,6 +208,12 @@ class RoundAudits:
             self.audited.setdefault((slot.side, slot.spec.key), slot.round)
 
 
+def needed(options: Mapping[str, object]) -> bool:
+    """Whether this round audits its case: not under --no-audit, nor when an earlier round
+    audited it (see wanted, which also records why not)."""
+    return options.get("audit") is not False and options.get(AUDITED_IN) is None
+
+
 def wanted(metrics: dict, options: Mapping[str, object]) -> bool:
     """Whether an executor runs the audit pass for its case. Under --no-audit it does not, and
     `metrics` say so (audit null, the reason under `missing`); when an earlier round audited the
@@ -213,7 +223,66 @@ def wanted(metrics: dict, options: Mapping[str, object]) -> bool:
         metrics["audit"] = None
         metrics.setdefault("missing", {})["audit"] = "not asked for (--no-audit)"
         return False
-    return options.get(AUDITED_IN) is None
+    return needed(options)
+
+
+class LastCall:
+    """A case's audit counted from what its last timed call produced: a suite sets one as its
+    measured Workload's `last_call` (benchcore.measure.runner hands it the last iteration's
+    output, with that iteration's gradients still in place), so the audit runs no forward or
+    backward of its own. `count(output)` makes the audit block (without `elapsed_ms`); an
+    error it raises is kept, so the timings are never lost to it."""
+
+    def __init__(self, count_block: Callable[[object], dict]):
+        self.count_block = count_block
+        self.block: Optional[dict] = None
+        self.error: Optional[BaseException] = None
+
+    def __call__(self, output) -> None:
+        started = time.perf_counter()
+        try:
+            self.block = self.count_block(output)
+            self.block["elapsed_ms"] = (time.perf_counter() - started) * 1e3
+        except Exception as exc:  # an audit that fails must not lose the timed figures
+            self.error = exc
+
+    @property
+    def done(self) -> bool:
+        return self.block is not None or self.error is not None
+
+    def record(self, metrics: dict, options: Mapping[str, object], workload) -> None:
+        """metrics["audit"], or null with the reason under `missing` (--no-audit; the audit
+        failed); none when an earlier round audited the case (wanted). Where the runner handed
+        no last call over (an engine with its own loop: the instruction engine), the audit runs
+        one more call of `workload` (one_more_call), and its time is the audit's."""
+        if not wanted(metrics, options):
+            return
+        if not self.done:
+            started = time.perf_counter()
+            try:
+                one_more_call(workload, self)
+            except Exception as exc:  # an operator that cannot run once more must not lose the timings
+                self.error = exc
+            if self.block is not None:
+                self.block["elapsed_ms"] = (time.perf_counter() - started) * 1e3
+        if self.error is not None:
+            metrics["audit"] = None
+            metrics.setdefault("missing", {})["audit"] = f"the audit pass failed: {error_summary(self.error)}"
+        else:
+            metrics["audit"] = self.block
+
+
+def one_more_call(workload, counted: LastCall) -> None:
+    """One more forward (and backward, where the workload has one) of a timed Workload, its
+    output and gradients handed to `counted`, the gradients then reset as after every timed
+    backward: the audit's own call, for an engine whose loop hands no last call over."""
+    output = workload.forward()
+    if workload.backward is not None:
+        workload.backward(workload.backward_setup(output) if workload.backward_setup else output)
+    workload.sync()
+    counted(output)
+    if workload.backward is not None and workload.zero_grad:
+        workload.zero_grad()
 
 
 def combine(per_round: List[dict]) -> Optional[dict]:
