@@ -555,8 +555,8 @@ def markdown_report(report) -> str:
     lines += ["## Settings", "", settings_table(report.settings or {}), ""]
     rounds = ((report.settings or {}).get("rounds") or {}).get("rounds", 1) > 1
     lines += ["Times: wall time per call in ms (the JSON's `metrics.headline.<phase>`, figure `call_ms`). "
-              "*Timed calls*: the forward calls timed over all rounds; --nloops N is split evenly over the rounds, "
-              "each round timing N / rounds rounded up, so the count can exceed N."
+              "*Timed calls*: the forward calls timed over all rounds; --nloops N is split over the rounds as "
+              "evenly as it goes (10 over 3: 4, 3, 3), so the count is N (more only where N is below the rounds)."
               + (" With rounds, a median is the median of the rounds' medians, and *round spread* is (largest - "
                  "smallest round median) / that median." if rounds else ""), ""]
     headers = ["Runner", "Fwd mean (ms)", "Fwd std (ms)", "Fwd median (ms)", "Bwd mean (ms)", "Bwd std (ms)",
