@@ -311,6 +311,16 @@ def test_cached_draws_equal_fresh_ones_and_no_case_sees_another_case_write(monke
     assert not np.array_equal(fresh[1], fresh_other[1])
 
 
+def test_the_draw_cache_keeps_small_draws_within_its_budget_and_a_large_one_empties_it():
+    drawn = arrays._DrawCache(budget=3 * 400, largest=400)
+    for index in range(4):  # 100 float32 values each: the oldest goes when the fourth comes
+        drawn.put((index,), np.zeros(100, np.float32), {})
+    assert list(drawn.entries) == [(1,), (2,), (3,)] and drawn.used == 1200
+    assert not drawn.get((2,))[0].flags.writeable  # a case gets a copy, never this array
+    drawn.put(("large",), np.zeros(101, np.float32), {})  # a heavy case: nothing rides on its peak
+    assert not drawn.entries and drawn.used == 0
+
+
 def test_int64_tensor_is_refused_without_int64_build():
     assert not mx.runtime.Features().is_enabled("INT64_TENSOR_SIZE")
     with pytest.raises(UsageError, match="INT64_TENSOR_SIZE"):

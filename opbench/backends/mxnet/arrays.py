@@ -91,6 +91,10 @@ def _np_array(desc: Dict[str, Any], rng) -> Any:
 #: cases of a category draw the same seeded tensors, and a 1M-value draw costs more than many
 #: operators' calls; small, so the cache barely moves a worker's peak memory
 DRAW_CACHE_BYTES = 32 << 20
+#: the largest draw kept (1M float32 values, the sweep's common size). A larger one empties the
+#: cache: a case with inputs that large is one of the heavy cases a sweep's peak memory is made
+#: of, and no other case's draws must ride on that peak (nor its own, after its arrays are made)
+DRAW_CACHE_LARGEST = 4 << 20
 
 
 class _DrawCache:
@@ -98,8 +102,8 @@ class _DrawCache:
     with the generator's state after each, least recently used first out. The arrays are made
     read-only: a case gets its own NDArray copy of one (mx.nd.array), never the array itself."""
 
-    def __init__(self, budget: int):
-        self.budget = budget
+    def __init__(self, budget: int, largest: int = DRAW_CACHE_LARGEST):
+        self.budget, self.largest = budget, min(largest, budget)
         self.entries: "OrderedDict[tuple, tuple]" = OrderedDict()
         self.used = 0
 
@@ -110,7 +114,9 @@ class _DrawCache:
         return found
 
     def put(self, key: tuple, array, state: dict) -> None:
-        if array.nbytes > self.budget:
+        if array.nbytes > self.largest:
+            self.entries.clear()
+            self.used = 0
             return
         array.setflags(write=False)
         self.entries[key] = (array, state)
