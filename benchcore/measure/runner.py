@@ -2,9 +2,9 @@
 
 Forward and backward are timed separately. backward_setup (e.g. drawing a random
 grad_output) and gradient zeroing happen outside the timed regions. A workload's last_call
-receives the last iteration's output, its gradients still in place (the audit counts them). No garbage collection is
-forced between iterations (fastrnns' two gc.collect() per iteration cost ~150 ms each);
-instead the timers disable the collector inside the timed regions only.
+receives the last iteration's output, its gradients still in place (the audit counts them).
+No garbage collection is forced between iterations (fastrnns' two gc.collect() per iteration
+cost ~150 ms each); instead the timers disable the collector inside the timed regions only.
 
 Adaptive mode (target_precision set) keeps sampling until IQR/median of every timed quantity
 is under the target, after at least min_runs samples and min_time_s seconds, or until

@@ -34,8 +34,8 @@ runs left them (in-place updates included), the outputs of the last timed forwar
 the runner: Workload.last_call; no forward is run for the audit) and the input gradients of the
 last timed backward, with the case's head gradients (ones); CPU arrays are counted on their own
 buffers (no copy). The instruction engine, which runs its own loop under valgrind, hands no call
-over: there the audit runs one more forward and backward (benchcore.measure.audit.one_more_call). metrics["audit"]
-holds the counts per tensor, the flag, the rule's `expected` reason and `elapsed_ms`.
+over: there the audit runs one more forward and backward (benchcore.measure.audit.one_more_call). metrics["audit"] holds the counts per tensor, the flag,
+the rule's `expected` reason and `elapsed_ms`.
 
 Subnormal flushing (options["flush_denormal"]): set on the worker's thread before the case's
 first MXNet operator, so MXNet's engine threads, created at a process's first operator, start
