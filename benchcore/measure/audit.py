@@ -230,25 +230,38 @@ class LastCall:
     """A case's audit counted from what its last timed call produced: a suite sets one as its
     measured Workload's `last_call` (benchcore.measure.runner hands it the last iteration's
     output, with that iteration's gradients still in place), so the audit runs no forward or
-    backward of its own. `count(output)` makes the audit block (without `elapsed_ms`); an
-    error it raises is kept, so the timings are never lost to it."""
+    backward of its own. `count_block(output)` makes the audit block (without `elapsed_ms`); an
+    error it raises is kept, so the timings are never lost to it.
 
-    def __init__(self, count_block: Callable[[object], dict]):
+    `deferred`: count_block(output) only takes hold of what is to be counted (the output, the
+    gradients the runner is about to reset) and returns a function that counts it, which
+    record() runs, after the suite has read its memory figures: what the counting allocates (a
+    GPU tensor widened, made dense or contiguous) then never reaches them."""
+
+    def __init__(self, count_block: Callable[[object], object], deferred: bool = False):
         self.count_block = count_block
+        self.deferred = deferred
         self.block: Optional[dict] = None
+        self.pending: Optional[Callable[[], dict]] = None
         self.error: Optional[BaseException] = None
+        self.spent_ms = 0.0
 
     def __call__(self, output) -> None:
+        self._timed(lambda: self._take(self.count_block(output)))
+
+    def _take(self, made) -> None:
+        if self.deferred:
+            self.pending = made
+        else:
+            self.block = made
+
+    def _timed(self, step: Callable[[], None]) -> None:
         started = time.perf_counter()
         try:
-            self.block = self.count_block(output)
-            self.block["elapsed_ms"] = (time.perf_counter() - started) * 1e3
+            step()
         except Exception as exc:  # an audit that fails must not lose the timed figures
             self.error = exc
-
-    @property
-    def done(self) -> bool:
-        return self.block is not None or self.error is not None
+        self.spent_ms += (time.perf_counter() - started) * 1e3
 
     def record(self, metrics: dict, options: Mapping[str, object], workload) -> None:
         """metrics["audit"], or null with the reason under `missing` (--no-audit; the audit
@@ -256,20 +269,26 @@ class LastCall:
         no last call over (an engine with its own loop: the instruction engine), the audit runs
         one more call of `workload` (one_more_call), and its time is the audit's."""
         if not wanted(metrics, options):
+            self.pending = None
             return
-        if not self.done:
-            started = time.perf_counter()
+        if self.block is None and self.pending is None and self.error is None:
+            started, before = time.perf_counter(), self.spent_ms
             try:
                 one_more_call(workload, self)
             except Exception as exc:  # an operator that cannot run once more must not lose the timings
                 self.error = exc
-            if self.block is not None:
-                self.block["elapsed_ms"] = (time.perf_counter() - started) * 1e3
+            self.spent_ms = before + (time.perf_counter() - started) * 1e3  # the call's whole time, counting included
+        if self.pending is not None and self.error is None:
+            pending, self.pending = self.pending, None
+            self._timed(lambda: self._take_block(pending()))
         if self.error is not None:
             metrics["audit"] = None
             metrics.setdefault("missing", {})["audit"] = f"the audit pass failed: {error_summary(self.error)}"
         else:
-            metrics["audit"] = self.block
+            metrics["audit"] = dict(self.block, elapsed_ms=self.spent_ms)
+
+    def _take_block(self, block: dict) -> None:
+        self.block = block
 
 
 def one_more_call(workload, counted: LastCall) -> None:

@@ -1,12 +1,15 @@
 """The audit of one PyTorch case (benchcore.measure.audit): its inputs, outputs and input gradients.
 
-Run once per case, untimed, right after the last timed call (executor.execute sets counter() as
-the measured Workload's last_call, which benchcore.measure.runner calls): the inputs as the timed
-runs left them (in-place operators included), the outputs of the last timed forward, and, when
-backward is timed, the input gradients of the last timed backward (its seeded head gradients).
-The runner resets every input gradient to None before the next forward, never inside a timed
-call, so no backward times an accumulation; after the last iteration it resets them once the
-audit has read them. No forward or backward runs for the audit, except under the instruction
+Run once per case, untimed, from the last timed call (executor.execute sets counter() as the
+measured Workload's last_call, which benchcore.measure.runner calls right after it): the inputs
+as the timed runs left them (in-place operators included), the outputs of the last timed
+forward, and, when backward is timed, the input gradients of the last timed backward (its
+seeded head gradients). The runner resets every input gradient to None before the next
+forward, never inside a timed call, so no backward times an accumulation; after the last
+iteration it resets them once the audit has taken them. They are counted after the case's
+memory figures are read (LastCall's `deferred`): counting a CUDA tensor copies it to the host a
+chunk at a time and may make it contiguous or dense on the device first, which must not show
+in the case's device memory peak. No forward or backward runs for the audit, except under the instruction
 engine (its own loop hands no call over: benchcore.measure.audit.one_more_call).
 
 benchcore.measure.audit counts numpy arrays; a tensor reaches it as follows: a CPU tensor as a view of
@@ -67,22 +70,29 @@ def named_tensors(value: Any, name: str) -> Dict[str, Any]:
     return {path: tensor for item_name, item in items for path, tensor in named_tensors(item, item_name).items()}
 
 
-def count_case(output, first, args, kwargs, with_backward: bool, expected: Optional[str] = None) -> dict:
-    """The case's audit block (see the module docstring; its `elapsed_ms` is
-    benchcore.measure.audit.LastCall's): the inputs, `output` and the input gradients in place."""
+def take_case(output, first, args, kwargs, with_backward: bool, expected: Optional[str] = None):
+    """What the case's audit counts, taken while it is there (the runner resets the gradients
+    right after): the inputs, `output` and the input gradients; returns the function that
+    counts them into the audit block (its `elapsed_ms` is benchcore.measure.audit.LastCall's)."""
     from .sample import tensors_in
 
     inputs = {**named_tensors(first, "input"), **named_tensors(list(args), "args"), **named_tensors(kwargs, "kwargs")}
-    groups = {"inputs": {name: count_tensor(t) for name, t in inputs.items()},
-              "outputs": {str(index): count_tensor(t) for index, t in enumerate(tensors_in(output))}}
+    groups = {"inputs": inputs, "outputs": {str(index): t for index, t in enumerate(tensors_in(output))}}
     if with_backward:
-        groups["gradients"] = {name: count_tensor(t.grad) for name, t in inputs.items() if t.grad is not None}
-    return audit.summarize_tensors(groups, expected)
+        groups["gradients"] = {name: t.grad for name, t in inputs.items() if t.grad is not None}
+
+    def count_block() -> dict:
+        return audit.summarize_tensors({group: {name: count_tensor(t) for name, t in named.items()}
+                                        for group, named in groups.items()}, expected)
+
+    return count_block
 
 
 def counter(sample: tuple, with_backward: bool, expected: Optional[str]) -> audit.LastCall:
-    """The case's audit, to be the measured Workload's last_call: counted from the last timed
-    forward's output and the last timed backward's gradients (the runner zeroes them only after)."""
+    """The case's audit, to be the measured Workload's last_call: the last timed forward's
+    output and the last timed backward's gradients, taken then and counted once the case's
+    device memory peak is read (deferred: counting a GPU tensor can allocate, see take_case's
+    count_tensor)."""
     first, args, kwargs = sample
-    return audit.LastCall(functools.partial(count_case, first=first, args=args, kwargs=kwargs,
-                                            with_backward=with_backward, expected=expected))
+    return audit.LastCall(functools.partial(take_case, first=first, args=args, kwargs=kwargs,
+                                            with_backward=with_backward, expected=expected), deferred=True)

@@ -26,8 +26,9 @@ to None between iterations (untimed: before the next forward), so backward never
 accumulation.
 
 Audit (options["audit"], on unless False): once per case (in one of its rounds:
-benchcore.measure.audit.RoundAudits), untimed, right after the last timed call (audit.py: the
-inputs, the last timed forward's outputs and backward's input gradients), with the
+benchcore.measure.audit.RoundAudits), untimed, of what the last timed call left (audit.py: the
+inputs, the last timed forward's outputs and backward's input gradients, counted after the
+memory figures are read), with the
 override table's reason when the non-normal values are the operator's (overrides.NON_NORMAL).
 Subnormal flushing (options["flush_denormal"]): torch.set_flush_denormal before the case's
 first operator; `metrics["denormals"]` records what torch's threads really do (frameworks.torch.flush_state, as
