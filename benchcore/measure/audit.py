@@ -182,8 +182,10 @@ AUDITED_IN = "audited_in_round"
 
 def audit_rounds(adaptive: bool) -> str:
     """The settings' `audit_rounds` for a sweep: "first" where every round runs the same seeded
-    inputs the same number of times (their counts cannot differ), "every" under adaptive
-    sampling (an in-place operator's inputs then depend on how many calls the round ran)."""
+    inputs a fixed number of times (the counts cannot differ, but for an operator that writes
+    its inputs in place, whose rounds differ by the one run an uneven split gives some of them
+    and by the steady-state detector's extra warmup), "every" under adaptive sampling (an
+    in-place operator's inputs then depend on how many calls the round ran)."""
     return "every" if adaptive else "first"
 
 
@@ -308,7 +310,7 @@ def combine(per_round: List[dict]) -> Optional[dict]:
     """A case's audit over the rounds that audited it (each in its own fresh process): one
     round under `audit_rounds` "first", every round under "every".
 
-    The rounds run the same seeded inputs the same number of times, so their counts agree and
+    The rounds run the same seeded inputs a fixed number of times, so their counts agree and
     the first round's block stands, with `elapsed_ms` summed (the audit's whole cost) and
     `rounds` the number audited. Where they disagree (adaptive sampling ran a different number
     of in-place updates; an operator that reads unwritten memory), each count is the largest
