@@ -2,10 +2,18 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
+from pathlib import Path
+from typing import Optional
+
+from frameworks import cache
 
 #: MXNet's own thread settings, recorded beside the OpenMP/MKL ones (benchcore's THREAD_VARIABLES)
 THREAD_VARIABLES = ("MXNET_CPU_WORKER_NTHREADS", "MXNET_ENGINE_TYPE")
+#: the CPU distributions of MXNet on pip (the CUDA ones, mxnet-cuXXX, are many: their
+#: version is read from the module once imported)
+DISTRIBUTIONS = ("mxnet", "mxnet-mkl", "mxnet-native")
 #: what a history's environment summary shows of MXNet (benchcore.suite.Suite.summary_keys)
 SUMMARY_KEYS = (("mxnet.version", "MXNet {}"),)
 
@@ -22,7 +30,28 @@ def thread_settings() -> dict:
     return {"threads_env": {name: os.environ.get(name) for name in THREAD_VARIABLES}}
 
 
+#: the cached build record's kind (frameworks.cache): {"version", "features"[, "reason"]}
+BUILD_KIND = "mxnet-build-1"
+
+
 def mxnet_info() -> dict:
+    """The `mxnet` block: version, build features and GPUs. The version and features are read
+    from this build's cached record where one exists (frameworks.cache, named by build_name), so
+    a sweep's parent process need not import MXNet; the GPU count is the machine's, asked of
+    MXNet only where the build has CUDA (a CPU build sees none)."""
+    name = build_name()
+    path = cache.root() / f"mxnet-build-{name}.json" if name else None
+    build = cache.read(path, BUILD_KIND) if path else None
+    if build is None:
+        build = _build_record()
+        if path and build.get("version"):
+            cache.write(path, BUILD_KIND, build)
+    if build.get("version") is None:
+        return build
+    return {**build, "gpus": _gpus(build.get("features"))}
+
+
+def _build_record() -> dict:
     try:
         import mxnet as mx
     except Exception as exc:  # absent or broken: record why
@@ -30,8 +59,58 @@ def mxnet_info() -> dict:
     try:  # a submodule from MXNet 1.5 on, imported by mxnet itself from 1.6
         from mxnet.runtime import Features
     except ImportError:  # MXNet 1.4 lists no build features
-        return {"version": mx.__version__, "features": None, "gpus": mx.context.num_gpus(),
+        return {"version": mx.__version__, "features": None,
                 "reason": "this MXNet has no build feature list (mxnet.runtime came with 1.5)"}
-    enabled = sorted(name for name, feature in Features().items() if feature.enabled)
-    info = {"version": mx.__version__, "features": enabled, "gpus": mx.context.num_gpus() if "CUDA" in enabled else 0}
-    return info
+    return {"version": mx.__version__, "features": sorted(name for name, feature in Features().items() if feature.enabled)}
+
+
+def _gpus(features) -> int:
+    if features is not None and "CUDA" not in features:
+        return 0
+    import mxnet as mx
+
+    return mx.context.num_gpus()
+
+
+def library_file() -> Optional[str]:
+    """The MXNet library the installed package loads (its libinfo.find_lib_path, which honours
+    MXNET_LIBRARY_PATH), found without importing MXNet: libinfo.py is loaded on its own from the
+    package's folder. None where that cannot be done (no package; a libinfo that fails)."""
+    import importlib.util
+
+    try:
+        package = importlib.util.find_spec("mxnet")
+        if package is None or not package.submodule_search_locations:
+            return None
+        source = Path(list(package.submodule_search_locations)[0]) / "libinfo.py"
+        spec = importlib.util.spec_from_file_location("_mxnet_libinfo_alone", source)
+        libinfo = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(libinfo)
+        return str(Path(libinfo.find_lib_path()[0]).resolve())
+    except Exception:  # any failure only means nothing is cached: MXNet itself is asked
+        return None
+
+
+def build_name() -> Optional[str]:
+    """The installed MXNet build as a file-name part: pip's version (or "source") and a hash of
+    its library's path, modification time and size, so a build replaced in place (same
+    version) gets a new name; None where the library cannot be found without importing MXNet."""
+    library = library_file()
+    if library is None:
+        return None
+    stat = os.stat(library)
+    digest = hashlib.sha256(f"{library}\0{stat.st_mtime_ns}\0{stat.st_size}".encode()).hexdigest()[:12]
+    return f"{recorded_version() or 'source'}-{digest}"
+
+
+def recorded_version() -> Optional[str]:
+    """The version pip recorded for an installed CPU MXNet, read without importing it (an MXNet
+    too old to support may not even import on this Python); None when pip recorded none."""
+    from importlib import metadata
+
+    for distribution in DISTRIBUTIONS:
+        try:
+            return metadata.version(distribution)
+        except metadata.PackageNotFoundError:
+            continue
+    return None

@@ -209,8 +209,10 @@ def _sampling_text(settings: dict) -> str:
                 f"runs and {run['min_time_s']:g} s, at most {run['max_time_s']:g} s per case "
                 f"(Runs: the runs each case took; `capped`: the target was not reached)")
     if rounds.get("rounds", 1) > 1:
+        per_round = rounds.get("runs_per_round")  # one number per round (a number in older reports)
+        runs = ", ".join(map(str, per_round)) if isinstance(per_round, list) else per_round
         text += (f"; {rounds['rounds']} rounds, each in fresh worker processes and a shuffled case order "
-                 f"(seed {rounds.get('order_seed')}), {rounds.get('runs_per_round')} runs and "
+                 f"(seed {rounds.get('order_seed')}), with {runs} runs and "
                  f"{rounds.get('warmup_per_round')} warmup each")
     return text
 

@@ -1,6 +1,7 @@
 """The audit of one runner (benchcore.measure.audit): inputs, outputs, final states, parameter gradients.
 
-`bench` audits each runner once per worker, untimed, after its timed runs; `test` audits the
+`bench` audits each runner once per case (in one of its rounds), untimed, from what its last
+timed forward and backward produced (counter: no call is added for the audit); `test` audits the
 runner it checked. A forward result is what a ModelDef returns: an LSTM's (output, (h, c)),
 with output None for the simple variant and a list of sequences for a variable-length batch,
 or a CNN's logits. A list (sequences, variable-length inputs) is counted as one tensor.
@@ -8,7 +9,6 @@ or a CNN's logits. A list (sequences, variable-length inputs) is counted as one 
 
 from __future__ import annotations
 
-import time
 from typing import Any, Dict, Sequence
 
 from benchcore.measure import audit
@@ -37,15 +37,8 @@ def audit_model(inputs: Sequence[Any], result: Any, params: Sequence[Any], names
     return audit.summarize_tensors(groups)
 
 
-def audit_workload(workload, names: Sequence[str]) -> dict:
-    """One more forward and backward of a timed workload (its seeded grad_outputs), audited;
-    the gradients are zeroed afterwards, as after every timed backward."""
-    started = time.perf_counter()
-    result = workload.forward()
-    workload.backward(workload.backward_setup(result))
-    workload.sync()
-    block = audit_model(workload.inputs or [], result, workload.params, names)
-    if workload.zero_grad:
-        workload.zero_grad()
-    block["elapsed_ms"] = (time.perf_counter() - started) * 1e3
-    return block
+def counter(workload, names: Sequence[str]) -> audit.LastCall:
+    """A timed workload's audit, to be its last_call: the last timed forward's result and the
+    parameters' gradients of the last timed backward (its seeded grad_outputs; the runner zeroes
+    them only after this has read them)."""
+    return audit.LastCall(lambda result: audit_model(workload.inputs or [], result, workload.params, names))

@@ -3,8 +3,9 @@
 The worker side is `execute(spec, options)`: it rebuilds the runner's ModelDef inside the
 runner's fuser/executor contexts, turns it into a benchcore Workload and times it with
 `benchcore.measure.runner.run_workload` — CUDA events on a CUDA device, perf_counter around a sync on
-the CPU — then audits one more forward and backward (rnnbench.audit; options["audit"] False
-skips it, and so does a round after the one that audited the runner: benchcore.measure.audit.wanted)
+the CPU — and audits what the last timed forward and backward produced (rnnbench.audit, as the
+workload's last_call: no call is added for it; options["audit"] False skips it, and so does a
+round after the one that audited the runner: benchcore.measure.audit.wanted)
 and records the subnormal flushing in force (options["flush_denormal"] sets it).
 Every time is in milliseconds on every device (fastrnns reported CPU seconds as "ms"), and
 nothing forces a garbage collection inside the loop (fastrnns spent ~150 ms per
@@ -319,7 +320,7 @@ def execute(spec: CaseSpec, options: dict) -> dict:
     from benchcore.measure.timers import timer_for
     from frameworks.torch import flush_state
 
-    from .audit import audit_workload
+    from .audit import counter
 
     _apply_threads(options)
     denormals = flush_state(bool(options.get("flush_denormal")))
@@ -327,10 +328,12 @@ def execute(spec: CaseSpec, options: dict) -> dict:
     counting = options.get("engine") == ENGINE_INSTRUCTIONS
     with prepared(spec) as prep:
         timer = timer_for(prep.workload.device, prep.workload.sync)
+        counted = counter(prep.workload, prep.modeldef.param_names)
+        if audit.needed(options):
+            prep.workload.last_call = counted
         outcome = count_instructions(prep.workload, settings) if counting else run_workload(prep.workload, settings, timer)
         metrics = outcome if counting else outcome.to_dict()
-        if audit.wanted(metrics, options):
-            metrics["audit"] = audit_workload(prep.workload, prep.modeldef.param_names)
+        counted.record(metrics, options, prep.workload)
     metrics["denormals"] = denormals
     info = _model_info(prep)
     metrics.update({
@@ -552,8 +555,8 @@ def markdown_report(report) -> str:
     lines += ["## Settings", "", settings_table(report.settings or {}), ""]
     rounds = ((report.settings or {}).get("rounds") or {}).get("rounds", 1) > 1
     lines += ["Times: wall time per call in ms (the JSON's `metrics.headline.<phase>`, figure `call_ms`). "
-              "*Timed calls*: the forward calls timed over all rounds; --nloops N is split evenly over the rounds, "
-              "each round timing N / rounds rounded up, so the count can exceed N."
+              "*Timed calls*: the forward calls timed over all rounds; --nloops N is split over the rounds as "
+              "evenly as it goes (10 over 3: 4, 3, 3), so the count is N (more only where N is below the rounds)."
               + (" With rounds, a median is the median of the rounds' medians, and *round spread* is (largest - "
                  "smallest round median) / that median." if rounds else ""), ""]
     headers = ["Runner", "Fwd mean (ms)", "Fwd std (ms)", "Fwd median (ms)", "Bwd mean (ms)", "Bwd std (ms)",

@@ -15,7 +15,6 @@ that drift of the machine hits both sides alike.
 
 from __future__ import annotations
 
-import math
 import random
 from dataclasses import dataclass
 from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple
@@ -37,7 +36,8 @@ STATUS_ORDER = ("crashed", "timeout", "failed", "skipped", "ok")
 class RoundPlan:
     """How a sweep's iterations are spread over rounds, and the seed of the rounds' orders.
 
-    The measured runs are split over the rounds (ceil(runs / rounds) each); the warmup is not:
+    The measured runs are split over the rounds as evenly as they go (10 over 3: 4, 3, 3), so a
+    sweep times exactly the runs asked for (at least one per round); the warmup is not split:
     warmup exists to bring a process to steady state, and every round is a fresh process, so
     every round runs the whole warmup asked for (docs/STEADY_STATE.md: split, the first timed
     calls of every round of a TorchScript runner were its compilation). N rounds cost what one
@@ -51,8 +51,10 @@ class RoundPlan:
         if self.rounds < 1:
             raise UsageError(f"--rounds must be at least 1, got {self.rounds}")
 
-    def runs_per_round(self, runs: int) -> int:
-        return max(1, math.ceil(runs / self.rounds))
+    def runs_per_round(self, runs: int) -> List[int]:
+        """Each round's measured runs, in round order (the first rounds take the remainder)."""
+        base, remainder = divmod(runs, self.rounds)
+        return [max(1, base + (1 if number < remainder else 0)) for number in range(self.rounds)]
 
     def warmup_per_round(self, warmup: int) -> int:
         """Every round is a fresh process: it warms up as much as one process would."""
@@ -80,6 +82,19 @@ class RoundPlan:
 
     def to_dict(self) -> dict:
         return {"rounds": self.rounds, "order_seed": self.order_seed}
+
+
+#: the worker option (in options["rounds"]) with each round's measured runs (RoundPlan.runs_per_round)
+RUNS_PER_ROUND = "runs_per_round"
+
+
+def round_options(options: dict, number: int) -> dict:
+    """A slot's options with its round's measured runs (options["rounds"][RUNS_PER_ROUND],
+    which a sweep sets); the options as given where none are set (a plain run_cases)."""
+    runs = (options.get("rounds") or {}).get(RUNS_PER_ROUND)
+    if not runs or "settings" not in options:
+        return options
+    return {**options, "settings": {**options["settings"], "runs": runs[number - 1]}}
 
 
 # --------------------------------------------------------------------------- combining rounds

@@ -20,7 +20,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from benchcore.errors import UsageError
 from benchcore.execute.cluster.driver import ClusterPlan
-from benchcore.execute.rounds import RoundPlan, combine_results
+from benchcore.execute.rounds import RUNS_PER_ROUND, RoundPlan, combine_results
 from benchcore.measure import reference
 from benchcore.measure.case import CaseSpec
 from benchcore.measure.combine import combine_metrics
@@ -71,20 +71,22 @@ class SweepJob:
 
     @property
     def round_settings(self) -> RunSettings:
-        """One round's share of the runs and the adaptive time limits, and the whole warmup
-        (RoundPlan: every round is a fresh process)."""
+        """A round's settings: the first round's share of the runs (the largest; each slot gets
+        its own round's, rounds.round_options), the adaptive time limits' share, and the whole
+        warmup (RoundPlan: every round is a fresh process)."""
         n, asked = self.rounds.rounds, self.settings
-        return dataclasses.replace(asked, runs=self.rounds.runs_per_round(asked.runs),
+        return dataclasses.replace(asked, runs=self.rounds.runs_per_round(asked.runs)[0],
                                    warmup=self.rounds.warmup_per_round(asked.warmup),
                                    min_time_s=asked.min_time_s / n, max_time_s=asked.max_time_s / n)
 
     def options(self) -> dict:
-        return {"settings": self.round_settings.to_dict(), **self.worker_options, "rounds": self.rounds.to_dict()}
+        return {"settings": self.round_settings.to_dict(), **self.worker_options,
+                "rounds": {**self.rounds.to_dict(), RUNS_PER_ROUND: self.rounds.runs_per_round(self.settings.runs)}}
 
     def settings_record(self) -> dict:
         """The report's record of how the runs were spread (settings.rounds)."""
-        per_round = self.round_settings
-        return {**self.rounds.to_dict(), "runs_per_round": per_round.runs, "warmup_per_round": per_round.warmup}
+        return {**self.rounds.to_dict(), RUNS_PER_ROUND: self.rounds.runs_per_round(self.settings.runs),
+                "warmup_per_round": self.round_settings.warmup}
 
 
 @dataclass(frozen=True)

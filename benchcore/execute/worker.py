@@ -49,6 +49,7 @@ from benchcore.execute.checkpoint import (
     json_default,
 )
 from benchcore.execute.device_errors import leaves_worker_unusable
+from benchcore.execute.rounds import round_options
 from benchcore.measure import contention, reference
 from benchcore.measure.audit import RoundAudits
 from benchcore.measure.case import CaseSpec
@@ -374,7 +375,8 @@ def run_slots(
             if result is None:
                 if on_start:
                     on_start(slot.spec, index, len(slots))
-                result = _result(slot.spec, runners.run(slot, audits.options_for(slot, options), timeout_s))
+                slot_options = audits.options_for(slot, round_options(options, slot.round))
+                result = _result(slot.spec, runners.run(slot, slot_options, timeout_s))
                 if store:
                     store.append(result, slot)
             audits.record(slot, result)

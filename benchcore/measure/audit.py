@@ -4,10 +4,11 @@ A benchmark that feeds an operator values that drive it into NaN, infinity or su
 arithmetic times a slow path nobody runs in practice: an x86 core takes a microcode assist
 for every float32/float64 operation with a subnormal operand or result (unless FTZ/DAZ are
 set), and NaN/Inf inputs are a sign that the inputs were out of the operator's domain. So
-every timed case is audited once, untimed, after its timed runs (in one of its rounds, see
-RoundAudits): its inputs, outputs and input gradients are counted here. The suites (opbench's
-MXNet and PyTorch backends, rnnbench) hand numpy arrays in and get plain dicts out; nothing
-here knows a framework.
+every timed case is audited once, untimed, right after its last timed call (in one of its
+rounds, see RoundAudits; LastCall: what that call produced is counted, no call is added): its
+inputs, outputs and input gradients are counted here. The suites (opbench's MXNet and PyTorch
+backends, rnnbench) hand numpy arrays in and get plain dicts out; nothing here knows a
+framework.
 
 What counts, per tensor, judged by the tensor's own dtype (an index tensor kept in float32 in
 a float16 case is a float32 tensor):
@@ -34,7 +35,10 @@ reason as `expected`; it is flagged but not a defect.
 
 from __future__ import annotations
 
+import time
 from typing import Callable, Dict, Iterable, List, Mapping, Optional
+
+from benchcore.errors import error_summary
 
 #: (unsigned view, exponent mask, smallest normal as raw magnitude bits) per float dtype
 _LAYOUT = {
@@ -178,8 +182,10 @@ AUDITED_IN = "audited_in_round"
 
 def audit_rounds(adaptive: bool) -> str:
     """The settings' `audit_rounds` for a sweep: "first" where every round runs the same seeded
-    inputs the same number of times (their counts cannot differ), "every" under adaptive
-    sampling (an in-place operator's inputs then depend on how many calls the round ran)."""
+    inputs a fixed number of times (the counts cannot differ, but for an operator that writes
+    its inputs in place, whose rounds differ by the one run an uneven split gives some of them
+    and by the steady-state detector's extra warmup), "every" under adaptive sampling (an
+    in-place operator's inputs then depend on how many calls the round ran)."""
     return "every" if adaptive else "first"
 
 
@@ -204,6 +210,12 @@ class RoundAudits:
             self.audited.setdefault((slot.side, slot.spec.key), slot.round)
 
 
+def needed(options: Mapping[str, object]) -> bool:
+    """Whether this round audits its case: not under --no-audit, nor when an earlier round
+    audited it (see wanted, which also records why not)."""
+    return options.get("audit") is not False and options.get(AUDITED_IN) is None
+
+
 def wanted(metrics: dict, options: Mapping[str, object]) -> bool:
     """Whether an executor runs the audit pass for its case. Under --no-audit it does not, and
     `metrics` say so (audit null, the reason under `missing`); when an earlier round audited the
@@ -213,14 +225,92 @@ def wanted(metrics: dict, options: Mapping[str, object]) -> bool:
         metrics["audit"] = None
         metrics.setdefault("missing", {})["audit"] = "not asked for (--no-audit)"
         return False
-    return options.get(AUDITED_IN) is None
+    return needed(options)
+
+
+class LastCall:
+    """A case's audit counted from what its last timed call produced: a suite sets one as its
+    measured Workload's `last_call` (benchcore.measure.runner hands it the last iteration's
+    output, with that iteration's gradients still in place), so the audit runs no forward or
+    backward of its own. `count_block(output)` makes the audit block (without `elapsed_ms`); an
+    error it raises is kept, so the timings are never lost to it.
+
+    `deferred`: count_block(output) only takes hold of what is to be counted (the output, the
+    gradients the runner is about to reset) and returns a function that counts it, which
+    record() runs, after the suite has read its memory figures: what the counting allocates (a
+    GPU tensor widened, made dense or contiguous) then never reaches them."""
+
+    def __init__(self, count_block: Callable[[object], object], deferred: bool = False):
+        self.count_block = count_block
+        self.deferred = deferred
+        self.block: Optional[dict] = None
+        self.pending: Optional[Callable[[], dict]] = None
+        self.error: Optional[BaseException] = None
+        self.spent_ms = 0.0
+
+    def __call__(self, output) -> None:
+        self._timed(lambda: self._take(self.count_block(output)))
+
+    def _take(self, made) -> None:
+        if self.deferred:
+            self.pending = made
+        else:
+            self.block = made
+
+    def _timed(self, step: Callable[[], None]) -> None:
+        started = time.perf_counter()
+        try:
+            step()
+        except Exception as exc:  # an audit that fails must not lose the timed figures
+            self.error = exc
+        self.spent_ms += (time.perf_counter() - started) * 1e3
+
+    def record(self, metrics: dict, options: Mapping[str, object], workload) -> None:
+        """metrics["audit"], or null with the reason under `missing` (--no-audit; the audit
+        failed); none when an earlier round audited the case (wanted). Where the runner handed
+        no last call over (an engine with its own loop: the instruction engine), the audit runs
+        one more call of `workload` (one_more_call), and its time is the audit's."""
+        if not wanted(metrics, options):
+            self.pending = None
+            return
+        if self.block is None and self.pending is None and self.error is None:
+            started, before = time.perf_counter(), self.spent_ms
+            try:
+                one_more_call(workload, self)
+            except Exception as exc:  # an operator that cannot run once more must not lose the timings
+                self.error = exc
+            self.spent_ms = before + (time.perf_counter() - started) * 1e3  # the call's whole time, counting included
+        if self.pending is not None and self.error is None:
+            pending, self.pending = self.pending, None
+            self._timed(lambda: self._take_block(pending()))
+        if self.error is not None:
+            metrics["audit"] = None
+            metrics.setdefault("missing", {})["audit"] = f"the audit pass failed: {error_summary(self.error)}"
+        else:
+            metrics["audit"] = dict(self.block, elapsed_ms=self.spent_ms)
+
+    def _take_block(self, block: dict) -> None:
+        self.block = block
+
+
+def one_more_call(workload, counted: LastCall) -> None:
+    """One more forward (and backward, where the workload has one) of a timed Workload, its
+    output and gradients handed to `counted`, the gradients then reset as after every timed
+    backward: the audit's own call, for an engine whose loop hands no last call over."""
+    output = workload.forward()
+    if workload.backward is not None:
+        workload.backward(workload.backward_setup(output) if workload.backward_setup else output)
+    workload.sync()
+    counted(output)
+    if workload.backward is not None and workload.zero_grad:
+        workload.zero_grad()
 
 
 def combine(per_round: List[dict]) -> Optional[dict]:
     """A case's audit over the rounds that audited it (each in its own fresh process): one
     round under `audit_rounds` "first", every round under "every".
 
-    The rounds run the same seeded inputs the same number of times, so their counts agree and
+    The rounds run the same seeded inputs a fixed number of times, so their counts agree and
     the first round's block stands, with `elapsed_ms` summed (the audit's whole cost) and
     `rounds` the number audited. Where they disagree (adaptive sampling ran a different number
     of in-place updates; an operator that reads unwritten memory), each count is the largest

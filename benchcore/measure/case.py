@@ -45,6 +45,11 @@ class Workload:
     clears gradients afterwards (untimed). sync() waits for the device to finish queued work,
     so a timer that brackets a call with sync() measures the work, not its launch.
     device is "cpu" or "cuda"; on "cuda" the runner times with CUDA events.
+
+    last_call(output), when set, is called once, untimed, after the timed runs, with the last
+    timed iteration's forward output while it and that iteration's gradients are still in
+    place (before its zero_grad): the audit counts what the timed calls produced there instead
+    of running one more forward and backward. A warmup-only run leaves it unset.
     """
 
     forward: Callable[[], Any]
@@ -56,6 +61,7 @@ class Workload:
     params: Sequence[Any] = ()
     device: str = "cpu"
     info: dict = field(default_factory=dict)
+    last_call: Optional[Callable[[Any], None]] = None
 
     @property
     def has_backward(self) -> bool:

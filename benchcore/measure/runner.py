@@ -1,9 +1,10 @@
 """The timing loop: warmup, then timed runs of forward and backward → Measurements.
 
 Forward and backward are timed separately. backward_setup (e.g. drawing a random
-grad_output) and gradient zeroing happen outside the timed regions. No garbage collection is
-forced between iterations (fastrnns' two gc.collect() per iteration cost ~150 ms each);
-instead the timers disable the collector inside the timed regions only.
+grad_output) and gradient zeroing happen outside the timed regions. A workload's last_call
+receives the last iteration's output, its gradients still in place (the audit counts them).
+No garbage collection is forced between iterations (fastrnns' two gc.collect() per iteration
+cost ~150 ms each); instead the timers disable the collector inside the timed regions only.
 
 Adaptive mode (target_precision set) keeps sampling until IQR/median of every timed quantity
 is under the target, after at least min_runs samples and min_time_s seconds, or until
@@ -101,14 +102,45 @@ class RunOutcome:
         }
 
 
-def _iteration(workload: Workload, timer, with_backward: bool):
+class _LastCall:
+    """The last iteration's output and gradients, held for Workload.last_call.
+
+    Without last_call an iteration's output is dropped and its gradients zeroed as soon as it
+    ends. With it, they are held until the next iteration starts (released before its forward
+    is timed, so every timed call sees the memory it saw before) and, after the last
+    iteration, handed to last_call and then released."""
+
+    def __init__(self, workload: Workload):
+        self.workload = workload
+        self.output = None
+        self.backward_ran = False
+        self.held = False
+
+    def keep(self, output, backward_ran: bool) -> None:
+        self.output, self.backward_ran, self.held = output, backward_ran, True
+        if self.workload.last_call is None:
+            self.release()
+
+    def release(self) -> None:
+        if self.held and self.backward_ran and self.workload.zero_grad:
+            self.workload.zero_grad()
+        self.output, self.held = None, False
+
+    def hand_over(self) -> None:
+        if self.held and self.workload.last_call is not None:
+            self.workload.last_call(self.output)
+        self.release()
+
+
+def _iteration(workload: Workload, timer, with_backward: bool, last: _LastCall):
+    last.release()
     output, forward_ms = timer.time(workload.forward)
     if not with_backward:
+        last.keep(output, False)
         return forward_ms, None
     prepared = workload.backward_setup(output) if workload.backward_setup else output
     _, backward_ms = timer.time(lambda: workload.backward(prepared))
-    if workload.zero_grad:
-        workload.zero_grad()
+    last.keep(output, True)
     return forward_ms, backward_ms
 
 
@@ -137,10 +169,11 @@ def run_workload(
     for a phase the reported source has nothing for. `resolution_ms` is that source's clock step.
     """
     with_backward = settings.run_backward and workload.has_backward
+    last = _LastCall(workload)
     timed_total = 0.0
     warm_calls: List[float] = []
     for _ in range(settings.warmup):
-        f, b = _iteration(workload, timer, with_backward)
+        f, b = _iteration(workload, timer, with_backward, last)
         warm_calls.append(f + (b or 0.0))
         timed_total += warm_calls[-1]
         if len(warm_calls) == BUDGET_PROBE_CALLS:
@@ -151,7 +184,7 @@ def run_workload(
     capped = False
     started = clock()
     while True:
-        f, b = _iteration(workload, timer, with_backward)
+        f, b = _iteration(workload, timer, with_backward, last)
         timed_total += f + (b or 0.0)
         forward.append(f)
         if b is not None:
@@ -172,8 +205,9 @@ def run_workload(
             capped = True
             break
     extra, state, settling_ms = _settle(workload, timer, with_backward, forward, backward, settings.extra_warmup_limit,
-                                        reported)
+                                        last, reported)
     timed_total += settling_ms
+    last.hand_over()
     return RunOutcome(
         forward=Measurement(forward),
         backward=Measurement(backward) if backward else None,
@@ -199,7 +233,7 @@ def check_warmup_budget(warmup: int, call_ms: float, budget_s: Optional[float] =
 
 
 def _settle(workload: Workload, timer, with_backward: bool, forward: List[float], backward: List[float],
-            limit: int, reported=None) -> Tuple[int, Steadiness, float]:
+            limit: int, last: _LastCall, reported=None) -> Tuple[int, Steadiness, float]:
     """Turn a cold head of the timed iterations into warmup, timing as many more in its place,
     until the series is steady or `limit` iterations were turned (benchcore.measure.steady); the lists
     are edited in place. (number turned into warmup, the final series' steadiness, the time the
@@ -220,7 +254,7 @@ def _settle(workload: Workload, timer, with_backward: bool, forward: List[float]
         del forward[:cold], backward[:cold]
         extra += cold
         for _ in range(cold):
-            f, b = _iteration(workload, timer, with_backward)
+            f, b = _iteration(workload, timer, with_backward, last)
             spent += f + (b or 0.0)
             forward.append(f)
             if b is not None:

@@ -200,3 +200,54 @@ def test_chunked_counting_matches_one_pass(monkeypatch):
 
 def test_flushing_is_a_timing_relevant_setting_for_compare():
     assert identity.timing_relevant("flush_denormal")
+
+
+# --------------------------------------------------------------------------- the last call
+
+
+def _workload(calls):
+    """A framework-free Workload whose forward makes a float32 array with one NaN (counted calls)."""
+    from benchcore.measure.case import Workload
+
+    def forward():
+        calls.append("forward")
+        return np.array([1.0, np.nan], dtype=np.float32)
+
+    return Workload(forward=forward, backward=lambda output: calls.append("backward"),
+                    zero_grad=lambda: calls.append("zero_grad"))
+
+
+@pytest.mark.parametrize("deferred", [False, True])
+def test_the_last_timed_call_is_counted_and_none_is_added(deferred):
+    from benchcore.measure.runner import RunSettings, run_workload
+    from benchcore.measure.timers import PerfCounterTimer
+
+    calls = []
+    workload = _workload(calls)
+
+    def count_block(output):
+        block = lambda: audit.summarize_tensors({"outputs": {"0": audit.count(output)}})  # noqa: E731
+        return block if deferred else block()
+
+    workload.last_call = counted = audit.LastCall(count_block, deferred=deferred)
+    run_workload(workload, RunSettings(warmup=1, runs=2, max_extra_warmup=0), PerfCounterTimer(lambda: None))
+    metrics = {}
+    counted.record(metrics, {}, workload)
+    assert calls.count("forward") == 3 and calls[-1] == "zero_grad"
+    assert metrics["audit"]["nan"] == 1 and metrics["audit"]["elapsed_ms"] >= 0
+
+
+def test_an_engine_that_hands_no_call_over_gets_one_more_and_a_failure_keeps_the_timings():
+    calls = []
+    counted = audit.LastCall(lambda output: audit.summarize_tensors({"outputs": {"0": audit.count(output)}}))
+    metrics = {}
+    counted.record(metrics, {}, _workload(calls))
+    assert calls == ["forward", "backward", "zero_grad"] and metrics["audit"]["nan"] == 1
+    failing = audit.LastCall(lambda output: 1 / 0)
+    failed = {}
+    failing.record(failed, {}, _workload([]))
+    assert failed["audit"] is None and "ZeroDivisionError" in failed["missing"]["audit"]
+    skipped = {}
+    audit.LastCall(lambda output: pytest.fail("counted under --no-audit")).record(skipped, {"audit": False},
+                                                                                  _workload([]))
+    assert skipped["audit"] is None

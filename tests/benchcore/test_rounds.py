@@ -8,13 +8,17 @@ import pytest
 from benchcore.errors import UsageError
 from benchcore.execute.checkpoint import Checkpoint, Slot
 from benchcore.execute.rounds import RoundPlan, combine_case, combine_results
+from benchcore.execute.sweep import SweepJob
 from benchcore.execute.worker import run_slots
 from benchcore.measure.case import CaseSpec
 from benchcore.measure.combine import combine_metrics, median
 from benchcore.measure.measurement import Measurement
+from benchcore.measure.runner import RunSettings
 from benchcore.report.model import CaseResult
+from benchcore.suite import Suite
 
 EXECUTOR = "tests.benchcore.rounds_executor:execute"
+SUITE = Suite("roundstest", executor=EXECUTOR)
 
 
 def specs(n=6):
@@ -24,8 +28,9 @@ def specs(n=6):
 # --------------------------------------------------------------------------- the plan
 
 
-@pytest.mark.parametrize("runs,rounds,per_round", [(100, 3, 34), (100, 1, 100), (5, 3, 2), (1, 4, 1)])
-def test_runs_are_split_over_the_rounds(runs, rounds, per_round):
+@pytest.mark.parametrize("runs,rounds,per_round", [(100, 3, [34, 33, 33]), (100, 1, [100]), (5, 3, [2, 2, 1]),
+                                                    (10, 3, [4, 3, 3]), (6, 3, [2, 2, 2]), (1, 4, [1, 1, 1, 1])])
+def test_runs_are_split_over_the_rounds_exactly_where_they_can_be(runs, rounds, per_round):
     assert RoundPlan(rounds).runs_per_round(runs) == per_round
 
 
@@ -81,6 +86,18 @@ def test_every_round_runs_in_fresh_workers_and_combines_per_case(tmp_path):
         assert [r["position"] for r in result.rounds] == [plan.order(cases, n).index(result.spec) for n in (1, 2, 3)]
         assert result.metrics["timed_total_ms"] == pytest.approx(3 * sum(forward.rounds[0]))
         assert "pid" in result.metrics["round_values"]  # per-round values that differ are kept
+
+
+def test_a_sweep_times_exactly_the_runs_asked_each_round_its_share():
+    """5 runs over 3 rounds: 2, 2 and 1 timed in the rounds' workers (not 2 each: 6)."""
+    cases = specs(2)
+    job = SweepJob(suite=SUITE, specs=cases, settings=RunSettings(warmup=0, runs=5), rounds=RoundPlan(3))
+    assert job.settings_record()["runs_per_round"] == [2, 2, 1]
+    done = run_slots(job.rounds.slots(cases), EXECUTOR, job.options(), timeout_s=60)
+    assert sorted((slot.round, len(result.metrics["forward"]["samples_ms"])) for slot, result in done
+                  if slot.spec == cases[0]) == [(1, 2), (2, 2), (3, 1)]
+    for result in combine_results(done, cases, combine_metrics):
+        assert Measurement.from_dict(result.metrics["forward"]).round_sizes == (2, 2, 1)
 
 
 def test_two_sides_run_under_their_own_interpreters(tmp_path):

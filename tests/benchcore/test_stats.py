@@ -401,3 +401,11 @@ def test_the_prior_records_its_variance_and_a_finite_df_or_none():
 def test_a_ratio_reads_as_a_signed_percent_change_and_never_minus_zero():
     assert [percent_change(r) for r in (1.042, 0.9, 1.0, 0.99999, None)] == [
         "+4.2%", "-10.0%", "+0.0%", "+0.0%", "---"]
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 5, 7, 12, 100, 1001])
+def test_percentiles_are_numpys_to_the_last_bit(n):
+    samples = np.random.default_rng(n).lognormal(0.0, 1.0, n) * 1e-3
+    m = Measurement(list(samples))
+    for q in (0, 1, 10, 25, 33.3, 50, 62.5, 75, 90, 95, 99, 99.9, 100):
+        assert m.percentile(q) == float(np.percentile(samples, q)), (n, q)

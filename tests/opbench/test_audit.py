@@ -140,6 +140,26 @@ def test_rounds_audit_each_case_once_with_the_counts_every_round_finds():
         assert per_round == [without_cost(audited[0])] * 2, spec.name
 
 
+@pytest.mark.parametrize("engine", ["python", "native"])
+def test_the_audit_counts_the_last_timed_call_and_adds_none(engine):
+    """In a worker, an operator receives as many calls with the audit as without it (the
+    warmup and timed ones): the audit counts what the last timed forward and backward produced.
+    log's outputs and gradients are counted all the same (1/x is +Inf on a subnormal input)."""
+    from benchcore.execute.worker import run_cases
+
+    spec = _log_spec(1e-39)
+    options = {"settings": {"warmup": 2, "runs": 3}, "profiler": engine}
+    on, off = (run_cases([spec], "tests.opbench.counted_mxnet_executor:execute", {**options, "audit": asked})[0]
+               for asked in (True, False))
+    assert on.ok and off.ok
+    for result in (on, off):
+        (steady,) = result.metrics["steady"]
+        assert result.metrics["operator_calls"] == steady["warmup_calls"] + 3
+    block = on.metrics["audit"]
+    assert block["outputs"]["0"]["values"] == 16 and block["gradients"]["data"]["posinf"] == 16
+    assert off.metrics["audit"] is None
+
+
 def test_counts_read_the_arrays_own_buffer_and_agree_with_a_chunked_copy(monkeypatch):
     from opbench.backends.mxnet import executor
 

@@ -254,9 +254,10 @@ def test_resume_after_interruption(tmp_path, capsys, monkeypatch, restored_envir
     assert _refused_changes(capsys, [*resume, "-p", "python"]) == {"profiler"}
     assert _refused_changes(capsys, [*resume, "--threads", "1"]) == {"threads"}
     assert _refused_changes(capsys, [*resume, "--seed", "7"]) == {"seed", "rounds.order_seed"}
-    # fewer rounds: each round's share of the --max-time cap grows too
-    assert _refused_changes(capsys, [*resume, "--rounds", "2"]) == {"rounds.rounds", "settings.max_time_s"}
-    assert _refused_changes(capsys, [*resume, "-r", "9"]) == {"settings.runs"}
+    # fewer rounds: each round's share of the runs (rounds.runs_per_round) and of the --max-time cap change too
+    assert _refused_changes(capsys, [*resume, "--rounds", "2"]) == {"rounds.rounds", "rounds.runs_per_round",
+                                                                     "settings.max_time_s"}
+    assert _refused_changes(capsys, [*resume, "-r", "9"]) == {"settings.runs", "rounds.runs_per_round"}
     assert checkpoint.read_bytes() == kept and not (tmp_path / "r.json").exists()
     proc = opbench(*args, "--resume", "--no-isolation", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr

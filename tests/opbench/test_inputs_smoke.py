@@ -282,6 +282,45 @@ def test_specs_are_json_and_deterministic():
     assert not np.array_equal(first, arrays.materialize(other).arrays["lhs"].asnumpy())
 
 
+def test_cached_draws_equal_fresh_ones_and_no_case_sees_another_case_write(monkeypatch):
+    """A worker's draw cache (arrays._DRAWN): a later case with the same seeded inputs takes the
+    arrays drawn before (no draw), one that shares only its first input resumes the generator
+    where that draw left it, and the values equal fresh draws either way; a case that writes
+    its arrays in place leaves the cached ones untouched."""
+    spec = BY_OP["broadcast_add"][0]
+    rhs = dict(spec.params["inputs"]["rhs"], scale=2.0)
+    other = CaseSpec(spec.suite, spec.name, {**spec.params, "inputs": {**spec.params["inputs"], "rhs": rhs}})
+
+    def values(case):
+        made = arrays.materialize(case)
+        return [made.arrays["lhs"].asnumpy(), made.arrays["rhs"].asnumpy()]
+
+    real_draw, drawn = arrays._np_array, []
+    monkeypatch.setattr(arrays, "_np_array", lambda desc, rng: drawn.append(desc) or real_draw(desc, rng))
+    monkeypatch.setattr(arrays, "_DRAWN", arrays._DrawCache(0))  # nothing kept: fresh draws
+    fresh, fresh_other = values(spec), values(other)
+    monkeypatch.setattr(arrays, "_DRAWN", arrays._DrawCache(arrays.DRAW_CACHE_BYTES))
+    arrays.materialize(spec).arrays["lhs"][:] = 0  # an in-place write, as an optimizer update's
+    del drawn[:]
+    again_other = values(other)
+    assert len(drawn) == 1  # only rhs, from where lhs's draw left the generator
+    again = values(spec)
+    assert len(drawn) == 1  # both inputs from the cache
+    for got, want in zip(again + again_other, fresh + fresh_other):
+        assert np.array_equal(got, want)
+    assert not np.array_equal(fresh[1], fresh_other[1])
+
+
+def test_the_draw_cache_keeps_small_draws_within_its_budget_and_a_large_one_empties_it():
+    drawn = arrays._DrawCache(budget=3 * 400, largest=400)
+    for index in range(4):  # 100 float32 values each: the oldest goes when the fourth comes
+        drawn.put((index,), np.zeros(100, np.float32), {})
+    assert list(drawn.entries) == [(1,), (2,), (3,)] and drawn.used == 1200
+    assert not drawn.get((2,))[0].flags.writeable  # a case gets a copy, never this array
+    drawn.put(("large",), np.zeros(101, np.float32), {})  # a heavy case: nothing rides on its peak
+    assert not drawn.entries and drawn.used == 0
+
+
 def test_int64_tensor_is_refused_without_int64_build():
     assert not mx.runtime.Features().is_enabled("INT64_TENSOR_SIZE")
     with pytest.raises(UsageError, match="INT64_TENSOR_SIZE"):

@@ -1,10 +1,20 @@
 """The registry scan and the categories, on the real mxnet 1.9.1 (figures from ANCHORS.md)."""
 
-import mxnet  # noqa: F401  (plainly: a broken MXNet fails these tests instead of skipping them)
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import mxnet  # (plainly: a broken MXNet fails these tests instead of skipping them)
 import pytest
 
+import frameworks.mxnet as frameworks_mxnet
 from benchcore.errors import UsageError
-from opbench.backends.mxnet import categories, registry
+from frameworks import cache
+from opbench.backends.mxnet import categories, registry, releases
+
+ROOT = Path(__file__).resolve().parents[2]
 
 # opperf's membership on mxnet 1.9.1 (ANCHORS.md, "The 23 categories").
 OPPERF_COUNTS = {
@@ -162,3 +172,55 @@ def test_selecting_a_category_takes_opperfs_membership():
 
     specs, _ = generate_cases(categories=["unary", "rounding"], tiny=True)
     assert {s.params["category"] for s in specs if s.name == "round"} == {"rounding"}
+
+
+# --------------------------------------------------------------------------- the registry's cache
+
+
+@pytest.fixture
+def fresh_registry(tmp_path, monkeypatch):
+    """The registry read again, cached under tmp_path; read again afterwards for later tests."""
+    monkeypatch.setenv(cache.CACHE_ENV, str(tmp_path))
+    registry._scan.cache_clear()
+    yield tmp_path
+    registry._scan.cache_clear()
+
+
+def test_the_registry_is_cached_per_build_and_read_back_without_asking_mxnet(fresh_registry, monkeypatch):
+    scanned = registry.scan()
+    path = registry.cache_file()
+    assert path.parent == fresh_registry and path.exists()
+    registry._scan.cache_clear()
+    real_names = releases.operator_names
+    monkeypatch.setattr(releases, "operator_names", lambda: pytest.fail("the cached registry was not used"))
+    assert registry.scan() == scanned
+    # another build (a new version, or a library rebuilt in place): its own file, read from MXNet
+    monkeypatch.setattr(registry, "mxnet_build_name", lambda: "1.9.1-rebuilt")
+    asked = []
+    monkeypatch.setattr(releases, "operator_names", lambda: asked.append(1) or real_names())
+    registry._scan.cache_clear()
+    assert registry.scan() == scanned and asked == [1]
+    assert registry.cache_file() != path and registry.cache_file().exists()
+
+
+def test_the_build_name_follows_the_library_file(tmp_path, monkeypatch):
+    library = tmp_path / "libmxnet.so"
+    library.write_bytes(b"one build")
+    monkeypatch.setattr(frameworks_mxnet, "library_file", lambda: str(library))
+    first = frameworks_mxnet.build_name()
+    os.utime(library, ns=(1, 1))  # a build replaced in place: same path and version, new time
+    assert frameworks_mxnet.build_name() != first
+    assert frameworks_mxnet.build_name().startswith(mxnet.__version__)
+
+
+def test_a_second_plan_and_environment_import_no_mxnet(tmp_path):
+    """The sweep's parent plans and records the environment without importing MXNet once this
+    build's registry and features are cached (the first run caches them), with the same answers."""
+    code = ("import json, sys; from opbench.backends.mxnet import cases; from frameworks.mxnet import mxnet_info; "
+            "specs, _ = cases.generate_cases(ops=['relu', 'broadcast_add'], tiny=True); "
+            "print(json.dumps([len(specs), mxnet_info(), 'mxnet' in sys.modules]))")
+    env = {**os.environ, "PYTHONPATH": str(ROOT), cache.CACHE_ENV: str(tmp_path)}
+    first, second = (json.loads(subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                                               check=True).stdout) for _ in range(2))
+    assert first[2] is True and second[2] is False
+    assert first[:2] == second[:2] and second[1]["version"] == mxnet.__version__

@@ -12,8 +12,10 @@ import pytest
 import torch
 
 from benchcore.measure.case import CaseSpec
+from benchcore.measure.runner import RunSettings, run_workload
+from benchcore.measure.timers import PerfCounterTimer
 from benchcore.report.model import Report
-from opbench.backends.torch.audit import audit_case, count_tensor
+from opbench.backends.torch.audit import count_tensor, counter
 from opbench.backends.torch.executor import build_workload, execute
 from opbench.backends.torch.manifest import build
 
@@ -60,18 +62,28 @@ def test_large_tensor_is_counted_in_chunks_exactly():
     assert count_tensor(t)["nan"] == 3 and count_tensor(t)["values"] == t.numel()
 
 
-def test_audit_case_reads_inputs_outputs_and_a_fresh_backward():
+def _audited_run(x, expected=None) -> dict:
+    """log timed once on `x` with the audit as its last call (what the executor does)."""
+    workload = build_workload(torch.log, x, [], {}, True, "cpu", 0)
+    workload.last_call = counted = counter((x, [], {}), True, expected)
+    run_workload(workload, RunSettings(warmup=0, runs=1), PerfCounterTimer(lambda: None))
+    assert x.grad is None  # reset by the runner: what the audit counts was taken before
+    metrics = {}
+    counted.record(metrics, {}, workload)
+    return metrics["audit"]
+
+
+def test_audit_reads_inputs_and_what_the_last_timed_forward_and_backward_produced():
     """log on [-1, 0, 1e-40, 2]: NaN and -Inf out; the gradient 1/x is infinite at 0 and
     overflows float32 at 1e-40; the input's subnormal is counted where it is."""
     x = torch.tensor([-1.0, 0.0, 1e-40, 2.0], requires_grad=True)
-    workload = build_workload(torch.log, x, [], {}, True, "cpu", 0)
-    block = audit_case(workload, x, [], {})
+    block = _audited_run(x)
     assert block["inputs"]["input"]["subnormal"] == 1
     out = block["outputs"]["0"]
     assert (out["nan"], out["neginf"], out["subnormal"]) == (1, 1, 0)
     assert block["gradients"]["input"]["posinf"] + block["gradients"]["input"]["neginf"] == 2
-    assert block["flagged"] and block["defect"] and x.grad is None  # reset, as after a timed backward
-    assert audit_case(workload, x, [], {}, expected="log of 0 is -inf")["defect"] is False
+    assert block["flagged"] and block["defect"] and x.grad is None  # reset, as after every timed backward
+    assert _audited_run(x, expected="log of 0 is -inf")["defect"] is False
 
 
 def test_planted_nan_through_the_executor_and_no_audit():

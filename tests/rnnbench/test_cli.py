@@ -273,10 +273,10 @@ def test_an_interrupted_bench_resumes_without_rerunning_finished_runners(tmp_pat
     resume = [*argv, "--resume"]
     assert _refused_changes(capsys, [*resume, "--threads", "1"]) == {"threads"}
     assert _refused_changes(capsys, [*resume, "--seed", "5"]) == {"seed", "rounds.order_seed"}
-    # two rounds: each gets half of the runs and of the --max-time cap
-    assert _refused_changes(capsys, [*resume, "--rounds", "2"]) == {"rounds.rounds", "settings.runs",
-                                                                     "settings.max_time_s"}
-    assert _refused_changes(capsys, [*resume, "--nloops", "4"]) == {"settings.runs"}
+    # two rounds: each gets half of the runs (rounds.runs_per_round) and of the --max-time cap
+    assert _refused_changes(capsys, [*resume, "--rounds", "2"]) == {"rounds.rounds", "rounds.runs_per_round",
+                                                                     "settings.runs", "settings.max_time_s"}
+    assert _refused_changes(capsys, [*resume, "--nloops", "4"]) == {"settings.runs", "rounds.runs_per_round"}
     assert checkpoint.read_bytes() == kept and built == ["first", "stops"]
 
     assert main(resume) == 0, capsys.readouterr().err

@@ -11,7 +11,7 @@ def test_rounds_reach_the_report_and_its_markdown(tmp_path, capsys):
     code = main(["bench", *TINY, "--rounds", "2", "-f", "json,md", "-o", str(tmp_path / "r.json")])
     assert code == 0, capsys.readouterr().err
     report = Report.load(tmp_path / "r.json")
-    assert report.settings["rounds"]["rounds"] == 2 and report.settings["rounds"]["runs_per_round"] == 2
+    assert report.settings["rounds"]["rounds"] == 2 and report.settings["rounds"]["runs_per_round"] == [2, 2]
     md = (tmp_path / "r.md").read_text()
     assert "Fwd round spread" in md and "median of the rounds' medians" in md
     for result in report.results:

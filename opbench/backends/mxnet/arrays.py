@@ -9,7 +9,9 @@ what is timed.
 
 from __future__ import annotations
 
+import json
 import math
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
@@ -83,6 +85,75 @@ def _np_array(desc: Dict[str, Any], rng) -> Any:
         raise UsageError(f"unknown tensor init {init!r}")
     assert out.size == size
     return out
+
+
+#: bytes of drawn numpy arrays a worker keeps for later cases with the same inputs (_Draws): many
+#: cases of a category draw the same seeded tensors, and a 1M-value draw costs more than many
+#: operators' calls; small, so the cache barely moves a worker's peak memory
+DRAW_CACHE_BYTES = 32 << 20
+#: the largest draw kept (1M float32 values, the sweep's common size). A larger one empties the
+#: cache: a case with inputs that large is one of the heavy cases a sweep's peak memory is made
+#: of, and no other case's draws must ride on that peak (nor its own, after its arrays are made)
+DRAW_CACHE_LARGEST = 4 << 20
+
+
+class _DrawCache:
+    """Drawn arrays by (seed, the descriptions drawn so far in the case, this one included),
+    with the generator's state after each, least recently used first out. The arrays are made
+    read-only: a case gets its own NDArray copy of one (mx.nd.array), never the array itself."""
+
+    def __init__(self, budget: int, largest: int = DRAW_CACHE_LARGEST):
+        self.budget, self.largest = budget, min(largest, budget)
+        self.entries: "OrderedDict[tuple, tuple]" = OrderedDict()
+        self.used = 0
+
+    def get(self, key: tuple) -> Optional[tuple]:
+        found = self.entries.get(key)
+        if found is not None:
+            self.entries.move_to_end(key)
+        return found
+
+    def put(self, key: tuple, array, state: dict) -> None:
+        if array.nbytes > self.largest:
+            self.entries.clear()
+            self.used = 0
+            return
+        array.setflags(write=False)
+        self.entries[key] = (array, state)
+        self.used += array.nbytes
+        while self.used > self.budget:
+            _key, (dropped, _state) = self.entries.popitem(last=False)
+            self.used -= dropped.nbytes
+
+
+_DRAWN = _DrawCache(DRAW_CACHE_BYTES)
+
+
+class _Draws:
+    """One case's seeded draws, in order, from one numpy Generator seeded with the case's seed:
+    the values depend only on the seed and the descriptions drawn before, so where an earlier
+    case in this process drew the same sequence its arrays (and the generator's state after
+    them) are taken from _DRAWN instead of drawn again. The values are the same either way."""
+
+    def __init__(self, seed: int):
+        import numpy as np
+
+        self.rng = np.random.default_rng(seed)
+        self.key: tuple = (seed,)
+        self.state: Optional[dict] = None  # set where the generator must resume after a cached draw
+
+    def draw(self, desc: Dict[str, Any]) -> Any:
+        self.key += (json.dumps(desc, sort_keys=True),)
+        found = _DRAWN.get(self.key)
+        if found is not None:
+            array, self.state = found
+            return array
+        if self.state is not None:
+            self.rng.bit_generator.state = self.state
+            self.state = None
+        array = _np_array(desc, self.rng)
+        _DRAWN.put(self.key, array, self.rng.bit_generator.state)
+        return array
 
 
 def _uniform(desc: Dict[str, Any], shape: Tuple[int, ...], rng) -> Any:
@@ -263,7 +334,6 @@ def _attach_fallback_grads(arrays: Dict[str, Any], out: Any, grad_arrays: List[A
 def materialize(spec: CaseSpec, ctx: Any = None, given: Optional[Dict[str, Any]] = None) -> Materialized:
     """Create the case's arrays (seeded) on its context and the call that runs the operator."""
     import mxnet as mx
-    import numpy as np
 
     params = spec.params
     name = params["op"]
@@ -273,7 +343,7 @@ def materialize(spec: CaseSpec, ctx: Any = None, given: Optional[Dict[str, Any]]
     context = mx_context(ctx if ctx is not None else params.get("ctx", "cpu(0)"))
     seed = int(params.get("seed", DEFAULT_SEED))
     mx.random.seed(seed)
-    rng = np.random.default_rng(seed)
+    draws = _Draws(seed)
     want_grad = bool(params.get("run_backward"))
     given = given or {}
     grad_arrays: List[Any] = []
@@ -289,7 +359,7 @@ def materialize(spec: CaseSpec, ctx: Any = None, given: Optional[Dict[str, Any]]
             array = source.as_in_context(context) if hasattr(source, "as_in_context") \
                 else mx.nd.array(source, ctx=context)
         else:
-            array = mx.nd.array(_np_array(desc, rng), ctx=context, dtype=desc["dtype"])
+            array = mx.nd.array(draws.draw(desc), ctx=context, dtype=desc["dtype"])
         if want_grad and desc.get("grad", True) and desc.get("dtype") in FLOAT_DTYPES \
                 and desc.get("init") != "indices":
             array.attach_grad()

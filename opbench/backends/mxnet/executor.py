@@ -29,11 +29,13 @@ GPU-only and reports the whole device, other processes included.)
 Every metric this module cannot measure is null, with the reason in `missing`.
 
 Audit (benchcore.measure.audit; options["audit"], on unless False): once per case (in one of its rounds,
-benchcore.measure.audit.RoundAudits), untimed, after the timed runs: the inputs as the runs left them
-(in-place updates included), the outputs of one more forward (under autograd when backward is
-timed, as the timed ones) and the input gradients of the last timed backward, with the case's
-head gradients (ones); CPU arrays are counted on their own buffers (no copy). metrics["audit"]
-holds the counts per tensor, the flag, the rule's `expected` reason and `elapsed_ms`.
+benchcore.measure.audit.RoundAudits), untimed, right after the last timed call: the inputs as the
+runs left them (in-place updates included), the outputs of the last timed forward (handed over by
+the runner: Workload.last_call; no forward is run for the audit) and the input gradients of the
+last timed backward, with the case's head gradients (ones); CPU arrays are counted on their own
+buffers (no copy). The instruction engine, which runs its own loop under valgrind, hands no call
+over: there the audit runs one more forward and backward (benchcore.measure.audit.one_more_call). metrics["audit"] holds the counts per tensor, the flag,
+the rule's `expected` reason and `elapsed_ms`.
 
 Subnormal flushing (options["flush_denormal"]): set on the worker's thread before the case's
 first MXNet operator, so MXNet's engine threads, created at a process's first operator, start
@@ -43,12 +45,12 @@ measured (benchcore.measure.denormals.flush_probe), with the Python thread's MXC
 
 from __future__ import annotations
 
+import functools
 import os
-import time
 from dataclasses import dataclass, replace
 from typing import Any, Dict, List, Optional
 
-from benchcore.errors import SkipCase, UsageError, error_summary
+from benchcore.errors import SkipCase, UsageError
 from benchcore.measure import audit
 from benchcore.measure.case import CaseSpec, Workload
 from benchcore.measure.measurement import Measurement
@@ -215,10 +217,8 @@ def run_native(workload: Workload, settings: RunSettings, op: str, ctx) -> dict:
     profiler = MXNetProfiler(records_per_call=releases.profiler_records_per_call())
     warm_profiled = releases.warmup_under_profiler()
     marker = PhaseMarker()
-    marked = Workload(forward=marker.marking("forward", workload.forward), sync=workload.sync,
-                      backward_setup=workload.backward_setup,
-                      backward=marker.marking("backward", workload.backward) if workload.backward else None,
-                      zero_grad=workload.zero_grad, device=workload.device)
+    marked = replace(workload, forward=marker.marking("forward", workload.forward),
+                     backward=marker.marking("backward", workload.backward) if workload.backward else None)
     measured = RunSettings(**{**settings.to_dict(), "warmup": 0})
     timer = ProfilingTimer(profiler, marker)
     warm_total = 0.0
@@ -227,7 +227,7 @@ def run_native(workload: Workload, settings: RunSettings, op: str, ctx) -> dict:
             profiler.start()
         if settings.warmup:
             warm = RunSettings(warmup=0, runs=settings.warmup, run_backward=settings.run_backward)
-            warm_total = run_workload(workload, warm, PerfCounterTimer(_sync)).timed_total_ms
+            warm_total = run_workload(replace(workload, last_call=None), warm, PerfCounterTimer(_sync)).timed_total_ms
         profiler.start()  # drops whatever the warmup recorded
         baseline = profiler.baseline_bytes(ctx, _sync)
         outcome = run_workload(marked, measured, timer, reported=timer.reported, resolution_ms=RESOLUTION_MS)
@@ -373,6 +373,11 @@ def execute(spec: CaseSpec, options: dict) -> dict:
     materialized = arrays.materialize(spec, ctx=ctx)
     backward_reason = _backward_decision(spec, settings)
     workload = build_workload(materialized, backward_reason is None, device=ctx.device_type)
+    expected = spec.params.get("non_normal_reason")
+    counted = audit.LastCall(functools.partial(audit_case, materialized, with_backward=backward_reason is None,
+                                               expected=expected))
+    if audit.needed(options):
+        workload.last_call = counted
     metrics = measure(workload, settings, engine, op, ctx, backward_reason)
     metrics["inputs"] = describe_inputs(spec)
     metrics["input_bytes"] = sum(_nbytes(a) for a in _arrays(materialized.args) + _arrays(materialized.kwargs))
@@ -380,8 +385,8 @@ def execute(spec: CaseSpec, options: dict) -> dict:
     metrics["rss_before_bytes"] = rss_before
     metrics["rss_peak_bytes"] = peak_rss() if peak_reset else None
     metrics["denormals"] = denormals
-    _add_audit(metrics, options, materialized, workload, spec.params.get("non_normal_reason"))
-    del materialized, workload
+    counted.record(metrics, options, workload)
+    del materialized, workload, counted
     _sync()
     metrics["rss_after_bytes"] = resident_bytes()
     return metrics
@@ -389,18 +394,6 @@ def execute(spec: CaseSpec, options: dict) -> dict:
 
 # ---------------------------------------------------------------------------------------------
 # The audit and subnormal flushing (see the module docstring)
-
-
-def _add_audit(metrics: dict, options: dict, materialized, workload: Workload, expected: Optional[str]) -> None:
-    """metrics["audit"], or null with the reason: --no-audit, or the audit itself failed (the
-    timed figures are kept either way)."""
-    if not audit.wanted(metrics, options):
-        return
-    try:
-        metrics["audit"] = audit_case(materialized, workload, expected)
-    except Exception as exc:  # an operator that cannot run once more must not lose the timings
-        metrics["audit"] = None
-        metrics["missing"]["audit"] = f"the audit pass failed: {error_summary(exc)}"
 
 
 def _counts(array) -> dict:
@@ -461,24 +454,20 @@ def _named_inputs(materialized) -> Dict[str, Any]:
     return named
 
 
-def audit_case(materialized, workload: Workload, expected: Optional[str] = None) -> dict:
-    """The case's audit block: the inputs as the timed runs left them, the outputs of one more
-    forward (recorded, as the timed ones), and the input gradients of the last timed backward
-    (gradients are written, not accumulated, so they are that backward's, with the case's head
-    gradients; running another would double the audit's cost for the same values)."""
-    started = time.perf_counter()
+def audit_case(materialized, output, with_backward: bool, expected: Optional[str] = None) -> dict:
+    """The case's audit block (without its `elapsed_ms`, benchcore.measure.audit.LastCall's): the
+    inputs as the timed runs left them, `output` (the last timed forward's, handed over by the
+    runner), and the input gradients of the last timed backward (gradients are written, not
+    accumulated, so they are that backward's, with the case's head gradients). Each tensor is
+    read once, on its own buffer (_counts)."""
     named = _named_inputs(materialized)
     input_counts = {name: _counts(array) for name, array in named.items()}
-    output = workload.forward()
-    _sync()
     outputs = {str(index): _counts(array) for index, array in enumerate(_outputs(output))}
     names = {id(array): name for name, array in named.items()}
     gradients = {names.get(id(array), f"grad{index}"): _counts(array.grad)
                  for index, array in enumerate(materialized.grad_arrays)
-                 if workload.backward is not None and array.grad is not None}
-    block = audit.summarize_tensors({"inputs": input_counts, "outputs": outputs, "gradients": gradients}, expected)
-    block["elapsed_ms"] = (time.perf_counter() - started) * 1e3
-    return block
+                 if with_backward and array.grad is not None}
+    return audit.summarize_tensors({"inputs": input_counts, "outputs": outputs, "gradients": gradients}, expected)
 
 
 def denormal_state(flush: bool, ctx) -> dict:

@@ -8,9 +8,13 @@ was filtered, so `--list --all` can show the whole picture and nothing vanishes 
 from __future__ import annotations
 
 import difflib
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from functools import lru_cache
+from pathlib import Path
 from typing import Dict, List, Optional, Tuple
+
+from frameworks import cache
+from frameworks.mxnet import build_name as mxnet_build_name
 
 from . import releases
 
@@ -186,8 +190,43 @@ def filter_reason(name: str) -> Optional[str]:
     return None
 
 
+#: the cached registry's kind (frameworks.cache): its body is {"operators": [OperatorInfo as a dict, ...]}
+CACHE_KIND = "opbench-mxnet-registry-1"
+
+
+def cache_file() -> Optional[Path]:
+    """Where the registry of the installed MXNet build is cached (frameworks.cache): named by
+    the build (frameworks.mxnet.build_name) and by this module's and releases' code (the
+    stored tables); None where the build cannot be named without importing MXNet."""
+    build = mxnet_build_name()
+    if build is None:
+        return None
+    code = cache.code_digest([Path(__file__), Path(releases.__file__)])
+    return cache.root() / f"mxnet-registry-{build}-{code}.json"
+
+
+def _read_cache(path: Path) -> Optional[Tuple[OperatorInfo, ...]]:
+    body = cache.read(path, CACHE_KIND)
+    if body is None:
+        return None
+    return tuple(OperatorInfo(**{**item, "arg_names": tuple(item["arg_names"]), "arg_types": tuple(item["arg_types"])})
+                 for item in body["operators"])
+
+
 @lru_cache(maxsize=1)
 def _scan() -> Tuple[OperatorInfo, ...]:
+    """The registry: from the cache file of this MXNet build where one exists (planning a sweep
+    then needs no MXNet import in the parent), else read from MXNet and cached."""
+    path = cache_file()
+    found = _read_cache(path) if path is not None else None
+    if found is None:
+        found = _scan_mxnet()
+        if path is not None:
+            cache.write(path, CACHE_KIND, {"operators": [asdict(info) for info in found]})
+    return found
+
+
+def _scan_mxnet() -> Tuple[OperatorInfo, ...]:
     names = sorted(releases.operator_names())  # lazy: importing opbench must not load MXNet
     registered = set(names)
     infos = []

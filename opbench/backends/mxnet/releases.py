@@ -16,6 +16,7 @@ from functools import lru_cache
 from typing import Dict, FrozenSet, List, Optional, Tuple
 
 from benchcore.errors import UsageError
+from frameworks.mxnet import recorded_version
 
 #: The oldest release opbench runs on; tests cover 1.4.1, 1.5.0, 1.6.0, 1.7.0, 1.8.0 and 1.9.1.
 OLDEST = (1, 4, 1)
@@ -45,23 +46,6 @@ def check_release(text: str) -> Release:
                          f"install a supported release (pip install 'mxnet>={OLDEST_TEXT},<2' \"numpy<1.24\")")
     return release
 
-
-#: the CPU distributions of MXNet on pip (the CUDA ones, mxnet-cuXXX, are many: their
-#: version is read from the module once imported)
-DISTRIBUTIONS = ("mxnet", "mxnet-mkl", "mxnet-native")
-
-
-def recorded_version() -> Optional[str]:
-    """The version pip recorded for an installed CPU MXNet, read without importing it (an MXNet
-    too old to support may not even import on this Python); None when pip recorded none."""
-    from importlib import metadata
-
-    for distribution in DISTRIBUTIONS:
-        try:
-            return metadata.version(distribution)
-        except metadata.PackageNotFoundError:
-            continue
-    return None
 
 
 def installed_version() -> str:
@@ -252,15 +236,14 @@ BROKEN: Dict[str, Broken] = {
 
 
 def broken(op: str, ctx: str) -> Optional[str]:
-    """Why this release cannot run `op` on `ctx` ("cpu(0)"), or None when it can."""
-    import mxnet as mx
-
+    """Why this release cannot run `op` on `ctx` ("cpu(0)"), or None when it can (asked while
+    planning: imports MXNet only for an operator in BROKEN)."""
     known = BROKEN.get(op)
     if known is None or not known.first <= current() <= known.last or not ctx.startswith(known.device):
         return None
     if not has_feature(known.feature):
         return None
-    return f"not run on mxnet {mx.__version__} ({known.device}, {known.feature}): {known.why}"
+    return f"not run on mxnet {installed_version()} ({known.device}, {known.feature}): {known.why}"
 
 
 _CHOICES = re.compile(r"^\s*\{([^}]*)\}")

@@ -1,12 +1,16 @@
 """The audit of one PyTorch case (benchcore.measure.audit): its inputs, outputs and input gradients.
 
-Run once per case, untimed, after the timed runs (executor.execute): the inputs as the timed
-runs left them (in-place operators included), the outputs of one more forward, and, when
-backward is timed, the input gradients of one more backward from the case's seeded head
-gradients. One more backward is needed here (MXNet's audit reads the last timed one's): the
-timed loop resets every input gradient to None after each iteration, so that backward never
-times an accumulation, and nothing of the timed backwards is left to read. The gradients are
-reset afterwards, as after every timed backward.
+Run once per case, untimed, from the last timed call (executor.execute sets counter() as the
+measured Workload's last_call, which benchcore.measure.runner calls right after it): the inputs
+as the timed runs left them (in-place operators included), the outputs of the last timed
+forward, and, when backward is timed, the input gradients of the last timed backward (its
+seeded head gradients). The runner resets every input gradient to None before the next
+forward, never inside a timed call, so no backward times an accumulation; after the last
+iteration it resets them once the audit has taken them. They are counted after the case's
+memory figures are read (LastCall's `deferred`): counting a CUDA tensor copies it to the host a
+chunk at a time and may make it contiguous or dense on the device first, which must not show
+in the case's device memory peak. No forward or backward runs for the audit, except under the instruction
+engine (its own loop hands no call over: benchcore.measure.audit.one_more_call).
 
 benchcore.measure.audit counts numpy arrays; a tensor reaches it as follows: a CPU tensor as a view of
 its own buffer (no copy); a CUDA one a chunk at a time (TRANSFER_VALUES, so it is not copied to
@@ -22,12 +26,10 @@ The reason a case's non-normal values are inherent to its operator is the overri
 
 from __future__ import annotations
 
-import time
+import functools
 from typing import Any, Dict, Optional
 
-from benchcore.errors import error_summary
 from benchcore.measure import audit
-from benchcore.measure.case import Workload
 
 
 def count_tensor(tensor) -> dict:
@@ -68,33 +70,29 @@ def named_tensors(value: Any, name: str) -> Dict[str, Any]:
     return {path: tensor for item_name, item in items for path, tensor in named_tensors(item, item_name).items()}
 
 
-def audit_case(workload: Workload, first, args, kwargs, expected: Optional[str] = None) -> dict:
-    """The case's audit block (see the module docstring): inputs, outputs, input gradients."""
+def take_case(output, first, args, kwargs, with_backward: bool, expected: Optional[str] = None):
+    """What the case's audit counts, taken while it is there (the runner resets the gradients
+    right after): the inputs, `output` and the input gradients; returns the function that
+    counts them into the audit block (its `elapsed_ms` is benchcore.measure.audit.LastCall's)."""
     from .sample import tensors_in
 
-    started = time.perf_counter()
     inputs = {**named_tensors(first, "input"), **named_tensors(list(args), "args"), **named_tensors(kwargs, "kwargs")}
-    groups = {"inputs": {name: count_tensor(t) for name, t in inputs.items()}}
-    output = workload.forward()
-    groups["outputs"] = {str(index): count_tensor(t) for index, t in enumerate(tensors_in(output))}
-    if workload.backward:
-        workload.backward(workload.backward_setup(output))
-        groups["gradients"] = {name: count_tensor(t.grad) for name, t in inputs.items() if t.grad is not None}
-        workload.zero_grad()
-    workload.sync()
-    block = audit.summarize_tensors(groups, expected)
-    block["elapsed_ms"] = (time.perf_counter() - started) * 1e3
-    return block
+    groups = {"inputs": inputs, "outputs": {str(index): t for index, t in enumerate(tensors_in(output))}}
+    if with_backward:
+        groups["gradients"] = {name: t.grad for name, t in inputs.items() if t.grad is not None}
+
+    def count_block() -> dict:
+        return audit.summarize_tensors({group: {name: count_tensor(t) for name, t in named.items()}
+                                        for group, named in groups.items()}, expected)
+
+    return count_block
 
 
-def add_audit(metrics: dict, options: dict, workload: Workload, sample: tuple, expected: Optional[str]) -> None:
-    """metrics["audit"], or null with the reason under `missing`: --no-audit, or the audit pass
-    itself failed (the timed figures are kept either way); none when an earlier round audited
-    the case (benchcore.measure.audit.wanted)."""
-    if not audit.wanted(metrics, options):
-        return
-    try:
-        metrics["audit"] = audit_case(workload, *sample, expected=expected)
-    except Exception as exc:  # an operator that cannot run once more must not lose the timings
-        metrics["audit"] = None
-        metrics["missing"]["audit"] = f"the audit pass failed: {error_summary(exc)}"
+def counter(sample: tuple, with_backward: bool, expected: Optional[str]) -> audit.LastCall:
+    """The case's audit, to be the measured Workload's last_call: the last timed forward's
+    output and the last timed backward's gradients, taken then and counted once the case's
+    device memory peak is read (deferred: counting a GPU tensor can allocate, see take_case's
+    count_tensor)."""
+    first, args, kwargs = sample
+    return audit.LastCall(functools.partial(take_case, first=first, args=args, kwargs=kwargs,
+                                            with_backward=with_backward, expected=expected), deferred=True)

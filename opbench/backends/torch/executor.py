@@ -22,11 +22,13 @@ statistics are N's.
 
 Backward runs autograd from every floating-point output that carries a gradient, against a
 random gradient of its shape (drawn once, outside the timed region); input gradients are reset
-to None after each iteration (untimed), so backward never times an accumulation.
+to None between iterations (untimed: before the next forward), so backward never times an
+accumulation.
 
 Audit (options["audit"], on unless False): once per case (in one of its rounds:
-benchcore.measure.audit.RoundAudits), untimed, after the timed runs
-(audit.py: the inputs, one more forward, and one more backward's input gradients), with the
+benchcore.measure.audit.RoundAudits), untimed, of what the last timed call left (audit.py: the
+inputs, the last timed forward's outputs and backward's input gradients, counted after the
+memory figures are read), with the
 override table's reason when the non-normal values are the operator's (overrides.NON_NORMAL).
 Subnormal flushing (options["flush_denormal"]): torch.set_flush_denormal before the case's
 first operator; `metrics["denormals"]` records what torch's threads really do (frameworks.torch.flush_state, as
@@ -38,9 +40,11 @@ from __future__ import annotations
 import bisect
 import contextlib
 import functools
+from dataclasses import replace
 from typing import Any, Dict, List, Optional
 
 from benchcore.errors import SkipCase, UsageError
+from benchcore.measure import audit
 from benchcore.measure.case import CaseSpec, Workload
 from benchcore.measure.gpu_clock import sm_clock
 from benchcore.measure.memory import peak_rss, reset_peak_rss, resident_bytes
@@ -168,7 +172,7 @@ def warm_up(workload: Workload, settings: RunSettings, timer) -> float:
     if not settings.warmup:
         return 0.0
     warm = RunSettings(warmup=0, runs=settings.warmup, run_backward=settings.run_backward)
-    return run_workload(workload, warm, timer).timed_total_ms
+    return run_workload(replace(workload, last_call=None), warm, timer).timed_total_ms
 
 
 def run_python(workload: Workload, settings: RunSettings, timer) -> dict:
@@ -195,10 +199,8 @@ def run_native(workload: Workload, settings: RunSettings, device: str, aten_name
     from torch.profiler import ProfilerActivity, profile
 
     marker = PhaseMarker()
-    marked = Workload(forward=marker.marking("forward", workload.forward), sync=workload.sync,
-                      backward_setup=workload.backward_setup,
-                      backward=marker.marking("backward", workload.backward) if workload.backward else None,
-                      zero_grad=workload.zero_grad, device=workload.device)
+    marked = replace(workload, forward=marker.marking("forward", workload.forward),
+                     backward=marker.marking("backward", workload.backward) if workload.backward else None)
     ranged = RangeTimer(timer, marker)
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.startswith("cuda") else [])
     with profile(activities=activities) as prof:
@@ -355,7 +357,7 @@ def _run_case(spec: CaseSpec, options: dict, engine: str, device: str) -> dict:
 
     from frameworks.torch import flush_state
 
-    from .audit import add_audit
+    from .audit import counter
     from .callables import callable_for
     from .overrides import NON_NORMAL
     from .sample import Decoder, Scale, tensors_in
@@ -373,6 +375,9 @@ def _run_case(spec: CaseSpec, options: dict, engine: str, device: str) -> dict:
     rss_before = resident_bytes()
     peak_reset = reset_peak_rss()
     workload = build_workload(fn, first, args, kwargs, backward, device, seed)
+    counted = counter((first, args, kwargs), backward, NON_NORMAL.get((name, variant)))
+    if audit.needed(options):
+        workload.last_call = counted
     run_settings = RunSettings(**{**settings.to_dict(), "run_backward": backward})
     if engine == "instructions":
         metrics = run_instructions(workload, run_settings)
@@ -389,8 +394,8 @@ def _run_case(spec: CaseSpec, options: dict, engine: str, device: str) -> dict:
     metrics["rss_before_bytes"] = rss_before
     metrics["rss_peak_bytes"] = peak_rss() if peak_reset else None
     metrics["denormals"] = denormals
-    add_audit(metrics, options, workload, (first, args, kwargs), NON_NORMAL.get((name, variant)))
-    del first, args, kwargs, workload
+    counted.record(metrics, options, workload)
+    del first, args, kwargs, workload, counted
     return_freed_memory()
     metrics["rss_after_bytes"] = resident_bytes()
     return metrics

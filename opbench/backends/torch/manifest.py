@@ -32,10 +32,11 @@ from pathlib import Path
 from typing import Callable, Dict, List, Optional, Tuple
 
 from benchcore.errors import UsageError
+from frameworks import cache
 
 FORMAT = "opbench-torch-manifest"
 VERSION = 1
-CACHE_ENV = "OPBENCH_CACHE"
+CACHE_ENV = cache.CACHE_ENV
 #: a discovery process silent for this long on one entry is killed and the entry left out
 ENTRY_TIMEOUT_S = 300.0
 DISCOVER_MODULE = "opbench.backends.torch.discover"
@@ -60,18 +61,15 @@ DISCOVERY_SOURCES = tuple(Path(__file__).with_name(name) for name in
 
 
 def discovery_digest() -> str:
-    """A short hash of the discovery code: part of the cached manifest's name, so a change to an
-    override or to the scaling is never served the inputs an older checkout discovered."""
-    digest = hashlib.sha256()
-    for source in DISCOVERY_SOURCES:
-        digest.update(Path(source).read_bytes())
-    return digest.hexdigest()[:12]
+    """A short hash of the discovery code (frameworks.cache.code_digest): part of the cached
+    manifest's name, so a change to an override or to the scaling is never served the inputs an
+    older checkout discovered."""
+    return cache.code_digest(DISCOVERY_SOURCES)
 
 
 def cache_path(dtype: str, device: str, size_target: int, seed: int) -> Path:
-    root = Path(os.environ.get(CACHE_ENV) or Path.home() / ".cache" / "opbench").expanduser()
     kind = device.split(":")[0]
-    return root / (f"torch-{torch_version()}-{dtype}-{kind}-{size_target}-seed{seed}-v{VERSION}-"
+    return cache.root() / (f"torch-{torch_version()}-{dtype}-{kind}-{size_target}-seed{seed}-v{VERSION}-"
                    f"{discovery_digest()}.json")
 
 
