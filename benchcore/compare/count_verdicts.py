@@ -152,15 +152,21 @@ def compare_counts(base: Report, new: Report, floor: float = FLOOR) -> CountComp
     return found
 
 
+def non_repeatable(base: Counts, new: Counts) -> Optional[str]:
+    """Why a judged pair's counts may not repeat, side by side (None: both repeat): what a
+    verdict names with the band it was judged by."""
+    reasons = [f"{side}: {why}" for side, why in (("base", reason_of(base)), ("new", reason_of(new))) if why]
+    if len(base.samples) < 2 or len(new.samples) < 2:
+        reasons.append("counted once: whether its counts repeat is unknown")
+    return "; ".join(reasons) or None
+
+
 def _verdict(key: str, label: str, phase: str, bm: dict, nm: dict, bc: Counts, nc: Counts, floor: float) -> CountVerdict:
     verdict, band = judge(bc, nc, floor)
-    reasons = [f"{side}: {why}" for side, why in (("base", reason_of(bc)), ("new", reason_of(nc))) if why]
-    if len(bc.samples) < 2 or len(nc.samples) < 2:
-        reasons.append("counted once: whether its counts repeat is unknown")
     cycles = counts_of(bm, phase, "cycles_est"), counts_of(nm, phase, "cycles_est")
     result = CountVerdict(key, label, phase, HEADLINE, bc.median, nc.median, nc.median / bc.median if bc.median else
                           float("inf"), band, verdict, [len(bc.samples), len(nc.samples)],
-                          "; ".join(reasons) or None,
+                          non_repeatable(bc, nc),
                           cycles[1].median / cycles[0].median if all(cycles) and cycles[0].median else None)
     if verdict != "same":
         result.functions = callgrind.profile_delta(_profile(bm, phase), _profile(nm, phase), TOP_CHANGED)
