@@ -25,7 +25,7 @@ from typing import Dict, List, Optional
 
 from benchcore.errors import UsageError
 from benchcore.measure import callgrind
-from benchcore.measure.instructions import HEADLINE, PHASES, Counts, counts_of, has_counts
+from benchcore.measure.instructions import HEADLINE, PHASES, Counts, any_counted, counts_of, has_counts
 from benchcore.report.labels import case_labels
 from benchcore.report.model import Report
 
@@ -93,7 +93,7 @@ class CountComparison:
 
 
 def is_counted(report: Report) -> bool:
-    return any(r.ok and has_counts(r.metrics) for r in report.results)
+    return any_counted(report.results)
 
 
 def check_comparable(base: Report, new: Report) -> bool:

@@ -186,6 +186,15 @@ def has_counts(metrics: dict) -> bool:
     return any(counts_of(metrics, phase) is not None for phase in PHASES)
 
 
+def any_counted(results) -> bool:
+    """Whether any measured result (a CaseResult) holds counts: a counted report, or one of both kinds."""
+    return any(r.ok and has_counts(r.metrics) for r in results)
+
+
+#: a counted result's metrics that a report of both kinds adds to the timed result (`merge --both`)
+COUNT_KEYS = ("counts", "profile", "count_overhead", "code_path")
+
+
 def engine_of(argv: Sequence[str]) -> str:
     """The engine a command line asks for, read before the full parser (whose defaults depend on it)."""
     import argparse
