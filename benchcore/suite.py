@@ -70,3 +70,7 @@ class Suite:
     #: (flattened environment key, how to show its value) of the suite's frameworks (GPU, versions),
     #: shown after the CPU in a history's one-line environment summary (benchcore.history.fingerprint)
     summary_keys: Tuple[Tuple[str, str], ...] = ()
+    #: "package.module:function"s → a dict of what decides the suite's frameworks' kernels (oneDNN's
+    #: ISA, torch's CPU capability, the BLAS core): run natively and under valgrind by an
+    #: instruction sweep, whose report warns where they differ (benchcore.execute.code_path)
+    code_path_probes: Tuple[str, ...] = ()

@@ -199,7 +199,8 @@ def build_report(args, plan, job, environment, results, paths):
         **audit_options(args),
     }
     if job.worker_options.get("valgrind"):
-        settings["valgrind"] = count_report.settings_block(job.worker_options["valgrind"], results)
+        settings["valgrind"] = count_report.probed_settings(job.worker_options["valgrind"], results,
+                                                            job.suite.code_path_probes)
     extra = {**from_results(plan.skipped, results), "excluded": plan.excluded, **plan.extra}
     environment = dict(environment, finished_at=now_iso())
     return Report(suite=PROG, environment=environment, settings=settings, results=results, extra=extra)

@@ -53,7 +53,21 @@ def test_mxnet_operators_counted_in_one_valgrind_process(tmp_path):
     assert report.settings["valgrind"]["cache_sim"] == {"I1": "32768,8,64", "D1": "32768,8,64", "LL": "8388608,16,64"}
     code_path = report.settings["valgrind"]["code_path"]
     assert code_path["valgrind"]["threads_env"]["OMP_NUM_THREADS"] == "1"
+    # the path MXNet's libraries took: valgrind 3.19 emulates a CPU without AVX-512, so oneDNN never picks it there
+    assert code_path["native"]["onednn_isa"] and "AVX-512" not in code_path["valgrind"]["onednn_isa"]
+    assert code_path["valgrind"]["openblas"]["core"] and code_path["valgrind"]["openblas_threads"] == 1
+    differs = code_path["native"]["onednn_isa"] != code_path["valgrind"]["onednn_isa"]
+    assert differs == ("onednn_isa" in {d["key"] for d in code_path["differences"]})
+    assert (code_path["warning"] is not None) == bool(code_path["differences"])
     assert "## Instruction counts" in (tmp_path / "mx.md").read_text()
+    # the same cases timed natively, joined with their counts into one report of both kinds
+    timed = tmp_path / "timed.json"
+    _run(["-m", "opbench", "--ops", "broadcast_add,FullyConnected", "-w", "2", "-r", "3", "--no-audit", "-o",
+          str(timed)], tmp_path)
+    _run(["-m", "opbench", "merge", "--both", str(timed), str(out), "-o", str(tmp_path / "both.json")], tmp_path)
+    both = [r for r in Report.load(tmp_path / "both.json").results if r.ok]
+    assert len(both) == sum(r.ok for r in report.results)
+    assert all(r.metrics["counts"] and r.metrics["forward"] for r in both)
     # one valgrind process for both cases: MXNet's names of its operators' kernels in the profile
     functions = " ".join(row["function"] for row in cases["broadcast_add"].metrics["profile"]["forward"])
     assert "mxnet" in functions
