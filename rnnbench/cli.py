@@ -301,7 +301,7 @@ def _job(args, checkpoint, pythons=None):
     job = SweepJob(SUITE, specs, settings, core_cli.rounds_from(args, DEFAULT_ROUNDS), options, checkpoint,
                    pythons=pythons or {})
     if args.engine == ENGINE:
-        valgrind.apply(job, valgrind.plan(args.cache_sim, bool(getattr(args, "ray", None))))
+        valgrind.apply(job, valgrind.plan(args.cache_sim))
     return job, all_specs
 
 
