@@ -25,7 +25,7 @@ from typing import Dict, List, Optional
 
 from benchcore.errors import UsageError
 from benchcore.measure import callgrind
-from benchcore.measure.instructions import HEADLINE, PHASES, Counts, any_counted, counts_of, has_counts
+from benchcore.measure.instructions import ENGINE, HEADLINE, PHASES, Counts, any_counted, counts_of, has_counts
 from benchcore.report.labels import case_labels
 from benchcore.report.model import Report
 
@@ -219,12 +219,17 @@ def markdown(found: CountComparison) -> List[str]:
 
 def attach(result, base: Report, new: Report) -> None:
     """A Comparison of two counted reports gets its count verdicts (`result.counts`), and the
-    cases it judged on counts leave its list of cases without timings."""
+    cases it judged on counts and that neither side timed (counted-only results) leave its list
+    of cases without timings; a case timed on one side only (a report of both kinds against a
+    counted one) stays listed there."""
     if not check_comparable(base, new):
         return
     result.counts = compare_counts(base, new)
-    counted = {v.key for v in result.counts.verdicts}
-    result.unmeasured = [u for u in result.unmeasured if u.get("key") not in counted]
+    judged = {v.key for v in result.counts.verdicts}
+    untimed = [{r.spec.key for r in report.results if (r.metrics or {}).get("engine") == ENGINE}
+               for report in (base, new)]
+    result.unmeasured = [u for u in result.unmeasured
+                         if not (u.get("key") in judged and u.get("key") in untimed[0] & untimed[1])]
 
 
 def judged(result) -> bool:

@@ -95,6 +95,16 @@ def test_a_report_of_both_kinds_against_a_timing_only_one_is_refused(reports, tm
     assert code == 2 and len(err.strip().splitlines()) == 1 and "holds only timings" in err
 
 
+def test_a_report_of_both_kinds_against_a_counted_one_is_judged_on_counts_and_names_the_missing_timings(
+        reports, tmp_path):
+    base = both(reports, tmp_path)
+    assert opbench(["compare", str(base), str(reports["counted_sum_up"]), "-f", "json", "--allow-env-mismatch",
+                    "-o", str(tmp_path / "cmp.json")]) == 0
+    data = json.loads((tmp_path / "cmp.json").read_text())
+    assert {q["verdict"] for q in data["instructions"]["quantities"] if q["label"].startswith("sum")} == {"slower"}
+    assert data["cases"] == [] and len(data["unmeasured"]) == len(data["instructions"]["quantities"]) // 2
+
+
 def _merge_error(argv, capsys):
     code = opbench(["merge", "--both", *argv])
     err = capsys.readouterr().err.strip().splitlines()
