@@ -29,6 +29,10 @@ from benchcore.report.model import CaseResult, Report
 #: order, extras derived from the results).
 Finisher = Callable[[Report], Report]
 
+#: environment keys that say how a figure was taken, which differ between a timing and a counted
+#: report of one build by design (with the thread settings: counts run one thread)
+KIND_KEYS = ("engine", "timer")
+
 #: settings that legitimately differ between shards of one sweep
 SHARD_VARIANT_SETTINGS = ("shard", "output", "output_file", "checkpoint", "resume", "argv", "command_line")
 
@@ -187,8 +191,8 @@ def merge_kinds(reports: List[Report], timed_by: Callable[[CaseResult], bool],
     added (instructions.COUNT_KEYS), so `compare` judges it both on time and on counts.
 
     Counts and times of one case only belong together when they measured the same build: the
-    two reports' environments must agree but for thread settings (counts run one thread) and
-    the engine. A case measured by one side only, or failed on one, is kept as that side has it
+    two reports' environments must agree but for thread settings (counts run one thread), the
+    engine and the timer (KIND_KEYS). A case measured by one side only, or failed on one, is kept as that side has it
     and listed under extra["kinds"]; nothing is dropped. `timed_by` is the suite's test of a
     result that holds timings (Suite.timings)."""
     names = _sources(reports, sources)
@@ -241,8 +245,8 @@ def _check_same_build(timed: tuple, counted: tuple) -> None:
     if timed[1].suite != counted[1].suite:
         raise UsageError(f"{timed[0]} holds a {timed[1].suite} report but {counted[0]} holds {counted[1].suite}; "
                          "merge --both reports of one suite")
-    differing = [d for d in environment_differences(timed[1], counted[1])
-                 if "thread" not in d["key"].lower() and d["key"] not in METHOD_SETTINGS]
+    differing = [d for d in environment_differences(timed[1], counted[1]) if "thread" not in d["key"].lower()
+                 and d["key"] not in (*METHOD_SETTINGS, *KIND_KEYS)]
     if differing:
         shown = "; ".join(f"{d['key']}: {d['base']!r} vs {d['new']!r}" for d in differing[:3])
         raise UsageError(f"{timed[0]} and {counted[0]} measured different environments ({shown}); a report of both "

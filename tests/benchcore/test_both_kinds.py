@@ -20,6 +20,7 @@ SWEEP = ["--ops", "broadcast_add,sum", "--tiny", "-w", "1", "-r", "3", "--no-iso
 def counted_copy(timed: Report, grow: dict = None) -> Report:
     """The timing report's cases as a counted sweep records them (`grow`: name → factor on Ir)."""
     data = copy.deepcopy(timed.to_dict())
+    data["environment"].update(engine="instructions", timer="callgrind")  # as a counted sweep records them
     data["settings"].update(profiler="instructions", warmup=20, runs=3,
                             valgrind={"version": "valgrind-3.19.0", "cache_sim": None})
     for result in data["results"]:
