@@ -77,8 +77,14 @@ def test_torch_operator_and_an_rnnbench_runner_counted(tmp_path):
     out = tmp_path / "torch.json"
     _run(["-m", "opbench", "--framework", "torch", "--engine", "instructions", "--ops", "add,mm", "-w", "20", "-r", "2",
           "--no-audit", "--cache-sim", "off", "-o", str(out)], tmp_path)
-    cases = _counted(Report.load(out))
+    report = Report.load(out)
+    cases = _counted(report)
     assert {"add", "mm"} <= {r.spec.params["op"] for r in cases.values()}
+    # torch's kernels dispatch on its CPU capability: never AVX512 under valgrind 3.19's emulated CPU
+    code_path = report.settings["valgrind"]["code_path"]
+    capability = code_path["native"]["torch_cpu_capability"], code_path["valgrind"]["torch_cpu_capability"]
+    assert capability[0] and capability[1] and capability[1] != "AVX512"
+    assert (capability[0] != capability[1]) == ("torch_cpu_capability" in {d["key"] for d in code_path["differences"]})
     for result in cases.values():
         ir = counts_of(result.metrics, "forward")
         assert len(ir.samples) == 2 and ir.median > 1000

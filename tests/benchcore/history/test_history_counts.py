@@ -46,10 +46,11 @@ def counted_report(run: int, results) -> Report:
                   settings={"profiler": "instructions", "valgrind": {"version": "valgrind-3.19.0"}})
 
 
-def file_series(folder, runs: int, level) -> str:
-    """`runs` counted reports filed in order; `level(case, run, rng)` gives a case's repeats."""
+def file_series(folder, runs: int, level, db: str = None) -> str:
+    """`runs` counted reports filed in order (into `db`, else a new SQLite file); `level(case,
+    run, rng)` gives a case's repeats."""
     rng = random.Random(19)
-    db = str(folder / "history.db")
+    db = db or str(folder / "history.db")
     for run in range(runs):
         report = counted_report(run, [counted_result(name, level(name, run, rng)) for name in CASES])
         path = folder / f"run{run}.json"
@@ -73,11 +74,11 @@ def test_counts_are_filed_with_their_unit_and_repeats(tmp_path, capsys):
     assert all(p.unit == "instructions" and len(p.samples) == 3 and p.counts.median == p.median_ms for p in forward)
 
 
-def test_a_one_percent_step_in_counts_is_found_at_its_run(tmp_path, capsys):
+def test_a_one_percent_step_in_counts_is_found_at_its_run(store_target, tmp_path, capsys):
     def level(name, run, rng):
         return repeats(rng, CASES[name] * (1.01 if name == "dot" and run >= 6 else 1.0))
 
-    db = file_series(tmp_path, 10, level)
+    db = file_series(tmp_path, 10, level, store_target)  # SQLite and PostgreSQL
     code, found = steps(db, capsys)  # the default --threshold of 5% is the time series'
     assert code == 0
     # dot's backward (half its forward's work) moved by 1% too
