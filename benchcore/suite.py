@@ -77,6 +77,10 @@ class Suite:
     summary_keys: Tuple[Tuple[str, str], ...] = ()
     #: result → what its inputs were, for the tidy rows (benchcore.views.rows): tensors, or sizes
     case_inputs: Callable[["CaseResult"], object] = params_inputs
+    #: "package.module:function"s → a dict of what decides the suite's frameworks' kernels (oneDNN's
+    #: ISA, torch's CPU capability, the BLAS core): run natively and under valgrind by an
+    #: instruction sweep, whose report warns where they differ (benchcore.execute.code_path)
+    code_path_probes: Tuple[str, ...] = ()
 
 
 def declared(name: str) -> Suite:

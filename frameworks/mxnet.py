@@ -114,3 +114,39 @@ def recorded_version() -> Optional[str]:
         except metadata.PackageNotFoundError:
             continue
     return None
+
+
+def code_path() -> dict:
+    """What decides MXNet's CPU kernels in this process (benchcore.execute.code_path): oneDNN's
+    version, the ISA it dispatches to and the implementation it picks for a small inner product
+    (from its verbose lines: DNNL_VERBOSE is read once, before the first primitive, so call this
+    in a fresh process), and the BLAS MXNet loaded."""
+    os.environ["DNNL_VERBOSE"] = os.environ["MKLDNN_VERBOSE"] = "1"
+    import mxnet as mx
+
+    from frameworks.native import captured_stdout, openblas
+
+    def inner_product():
+        x, w, b = mx.nd.ones((4, 8)), mx.nd.ones((3, 8)), mx.nd.zeros((3,))
+        mx.nd.FullyConnected(x, w, b, num_hidden=3).wait_to_read()
+
+    found = onednn_of(captured_stdout(inner_product))
+    found.update(openblas())
+    return found
+
+
+def onednn_of(verbose: str) -> dict:
+    """oneDNN's (MKL-DNN's) verbose lines → its version, ISA and the primitives' implementations."""
+    found: dict = {"onednn_version": None, "onednn_isa": None, "onednn_implementations": []}
+    for line in verbose.splitlines():
+        fields = line.split(",")
+        if len(fields) < 3 or not fields[0].endswith("_verbose"):
+            continue
+        if fields[1] == "info" and fields[2].startswith(("oneDNN", "DNNL", "MKL-DNN")):
+            found["onednn_version"] = fields[2].split(" (")[0]
+        elif fields[1] == "info" and len(fields) > 3 and fields[3].startswith("isa:"):
+            found["onednn_isa"] = fields[3][len("isa:"):]
+        elif fields[1] == "exec" and len(fields) > 4:
+            found["onednn_implementations"].append(f"{fields[3]}:{fields[4]}")
+    return found
+

@@ -70,3 +70,16 @@ def _fp32_precision(torch) -> Optional[dict]:
                 "cudnn_rnn": torch.backends.cudnn.rnn.fp32_precision}
     except AttributeError:
         return None
+
+
+def code_path() -> dict:
+    """What decides torch's CPU kernels in this process (benchcore.execute.code_path): the CPU
+    capability its vectorised kernels dispatch on, the BLAS it was built with, and its intra-op
+    threads."""
+    import re
+
+    import torch
+
+    blas = re.search(r"BLAS_INFO=(\w+)", torch.__config__.show())
+    return {"torch_cpu_capability": torch.backends.cpu.get_cpu_capability(), "torch_threads": torch.get_num_threads(),
+            "torch_blas": blas.group(1) if blas else None}

@@ -199,7 +199,8 @@ def build_report(args, plan, job, environment, results, paths):
         **audit_options(args),
     }
     if job.worker_options.get("valgrind"):
-        settings["valgrind"] = count_report.settings_block(job.worker_options["valgrind"], results)
+        settings["valgrind"] = count_report.probed_settings(job.worker_options["valgrind"], results,
+                                                            job.suite.code_path_probes)
     extra = {**from_results(plan.skipped, results), "excluded": plan.excluded, **plan.extra}
     environment = dict(environment, finished_at=now_iso())
     return Report(suite=PROG, environment=environment, settings=settings, results=results, extra=extra)
@@ -291,7 +292,7 @@ def _job(backend, args, device: str, checkpoint, pythons=None):
     """The sweep both `opbench` and `opbench ab` run: (job, plan)."""
     from benchcore.execute.sweep import SweepJob
 
-    counting = valgrind.plan(args.cache_sim, bool(getattr(args, "ray", None))) if args.engine == ENGINE else None  # before planning: a missing tool
+    counting = valgrind.plan(args.cache_sim) if args.engine == ENGINE else None  # before planning: a missing tool
     settings = run_settings_from(args, args.warmup, args.runs)
     plan = backend.plan(args, device)
     if not plan.specs:

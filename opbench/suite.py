@@ -119,6 +119,7 @@ def declare(executor: str, frameworks: Tuple[str, ...], combine_rounds: Callable
     return Suite(name=PROG, executor=executor, frameworks=frameworks,
                  collectors=("frameworks.mxnet:thread_settings", *(f"{adapter.__name__}:collect" for adapter in adapters)),
                  summary_keys=tuple(key for adapter in adapters for key in adapter.SUMMARY_KEYS), timings=timings,
+                 code_path_probes=tuple(f"{adapter.__name__}:code_path" for adapter in adapters),
                  category=category,
                  combine_rounds=combine_rounds, finish_merge=finish_merged, chart_style="slowest", uses_gpu=uses_gpu)
 

@@ -301,7 +301,7 @@ def _job(args, checkpoint, pythons=None):
     job = SweepJob(SUITE, specs, settings, core_cli.rounds_from(args, DEFAULT_ROUNDS), options, checkpoint,
                    pythons=pythons or {})
     if args.engine == ENGINE:
-        valgrind.apply(job, valgrind.plan(args.cache_sim, bool(getattr(args, "ray", None))))
+        valgrind.apply(job, valgrind.plan(args.cache_sim))
     return job, all_specs
 
 
@@ -317,7 +317,8 @@ def _report(args, job, all_specs, environment, results):
                   "executor": args.executor or "default",
                   "sizes": {**bench.sizes_from(args), "cnnBatch": args.cnnBatch}, "unit": "ms", "shard": args.shard,
                   "runners": bench.run_order(all_specs), **core_cli.audit_options(args), "engine": args.engine,
-                  **({"valgrind": count_report.settings_block(job.worker_options["valgrind"], results)}
+                  **({"valgrind": count_report.probed_settings(job.worker_options["valgrind"], results,
+                                                               job.suite.code_path_probes)}
                      if job.worker_options.get("valgrind") else {})},
         results=results,
     )

@@ -46,4 +46,4 @@ def _finish_merge(report):
 SUITE = Suite(name=SUITE_NAME, executor=EXECUTOR, frameworks=("torch",), collectors=("frameworks.torch:collect", "frameworks.mxnet:thread_settings"),
               summary_keys=frameworks.torch.SUMMARY_KEYS, category=category, combine_rounds=combine_rounds,
               finish_merge=_finish_merge, chart_style="every_case", case_noun="runner", uses_gpu=uses_gpu,
-              case_inputs=runner_sizes)
+              case_inputs=runner_sizes, code_path_probes=("frameworks.torch:code_path",))

@@ -92,6 +92,9 @@ def build_parser(suite: str) -> ArgumentParser:
     p.add_argument("--overwrite", action="store_true", help="replace an existing output file")
     p.add_argument("--allow-partial", action="store_true",
                    help="merge even when some shards are missing (recorded in the merged report)")
+    p.add_argument("--both", action="store_true",
+                   help="instead: join a timing report and a counted one (--engine instructions) of the same cases "
+                        "into one report of both kinds, which compare judges on time and on counts")
     return parser
 
 
@@ -206,8 +209,15 @@ def _merge(suite: Suite, args) -> int:
 
     if args.output and Path(args.output).exists() and not args.overwrite:
         raise UsageError(f"output file {args.output} already exists; choose another path or pass --overwrite")
+    if args.both and args.allow_partial:
+        raise UsageError("--allow-partial is for shards; merge --both joins two whole reports (merge their shards first)")
     reports = [load_report(path, suite.name) for path in args.shards]
-    merged = merge(reports, sources=args.shards, allow_partial=args.allow_partial, finish=suite.finish_merge)
+    if args.both:
+        from benchcore.report.merge import merge_kinds
+
+        merged = merge_kinds(reports, lambda result: bool(suite.timings(result)), sources=args.shards)
+    else:
+        merged = merge(reports, sources=args.shards, allow_partial=args.allow_partial, finish=suite.finish_merge)
     emit(render_report(merged, "json", None, suite), args.output, args.overwrite)
     return 0
 

@@ -25,7 +25,7 @@ from typing import Dict, List, Optional
 
 from benchcore.errors import UsageError
 from benchcore.measure import callgrind
-from benchcore.measure.instructions import HEADLINE, PHASES, Counts, counts_of, has_counts
+from benchcore.measure.instructions import ENGINE, HEADLINE, PHASES, Counts, any_counted, counts_of, has_counts
 from benchcore.report.labels import case_labels
 from benchcore.report.model import Report
 
@@ -93,7 +93,7 @@ class CountComparison:
 
 
 def is_counted(report: Report) -> bool:
-    return any(r.ok and has_counts(r.metrics) for r in report.results)
+    return any_counted(report.results)
 
 
 def check_comparable(base: Report, new: Report) -> bool:
@@ -152,15 +152,21 @@ def compare_counts(base: Report, new: Report, floor: float = FLOOR) -> CountComp
     return found
 
 
+def non_repeatable(base: Counts, new: Counts) -> Optional[str]:
+    """Why a judged pair's counts may not repeat, side by side (None: both repeat): what a
+    verdict names with the band it was judged by."""
+    reasons = [f"{side}: {why}" for side, why in (("base", reason_of(base)), ("new", reason_of(new))) if why]
+    if len(base.samples) < 2 or len(new.samples) < 2:
+        reasons.append("counted once: whether its counts repeat is unknown")
+    return "; ".join(reasons) or None
+
+
 def _verdict(key: str, label: str, phase: str, bm: dict, nm: dict, bc: Counts, nc: Counts, floor: float) -> CountVerdict:
     verdict, band = judge(bc, nc, floor)
-    reasons = [f"{side}: {why}" for side, why in (("base", reason_of(bc)), ("new", reason_of(nc))) if why]
-    if len(bc.samples) < 2 or len(nc.samples) < 2:
-        reasons.append("counted once: whether its counts repeat is unknown")
     cycles = counts_of(bm, phase, "cycles_est"), counts_of(nm, phase, "cycles_est")
     result = CountVerdict(key, label, phase, HEADLINE, bc.median, nc.median, nc.median / bc.median if bc.median else
                           float("inf"), band, verdict, [len(bc.samples), len(nc.samples)],
-                          "; ".join(reasons) or None,
+                          non_repeatable(bc, nc),
                           cycles[1].median / cycles[0].median if all(cycles) and cycles[0].median else None)
     if verdict != "same":
         result.functions = callgrind.profile_delta(_profile(bm, phase), _profile(nm, phase), TOP_CHANGED)
@@ -213,12 +219,17 @@ def markdown(found: CountComparison) -> List[str]:
 
 def attach(result, base: Report, new: Report) -> None:
     """A Comparison of two counted reports gets its count verdicts (`result.counts`), and the
-    cases it judged on counts leave its list of cases without timings."""
+    cases it judged on counts and that neither side timed (counted-only results) leave its list
+    of cases without timings; a case timed on one side only (a report of both kinds against a
+    counted one) stays listed there."""
     if not check_comparable(base, new):
         return
     result.counts = compare_counts(base, new)
-    counted = {v.key for v in result.counts.verdicts}
-    result.unmeasured = [u for u in result.unmeasured if u.get("key") not in counted]
+    judged = {v.key for v in result.counts.verdicts}
+    untimed = [{r.spec.key for r in report.results if (r.metrics or {}).get("engine") == ENGINE}
+               for report in (base, new)]
+    result.unmeasured = [u for u in result.unmeasured
+                         if not (u.get("key") in judged and u.get("key") in untimed[0] & untimed[1])]
 
 
 def judged(result) -> bool:

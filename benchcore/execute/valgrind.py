@@ -284,11 +284,9 @@ class Plan:
     record: dict
 
 
-def plan(cache_sim: str, ray: bool = False) -> Plan:
-    """Check the tools and the geometry before anything runs (a UsageError names the fix)."""
-    if ray:
-        raise UsageError("--engine instructions does not launch --ray shards under valgrind; run --shard K/N "
-                         "sweeps side by side (counts do not depend on load) and merge their reports")
+def plan(cache_sim: str) -> Plan:
+    """Check the tools and the geometry before anything runs (a UsageError names the fix). A
+    --ray sweep's nodes plan again for themselves (benchcore.execute.cluster.node)."""
     geometry = parse_geometry(cache_sim)
     valgrind = find_valgrind()
     prefix = launcher(geometry, build_shim(), valgrind)

@@ -1,7 +1,9 @@
 """Dashboard: a static site of a suite's history, drawn with plotly, usable offline.
 
-    index.html        per environment, the latest run by category: each case's figures and its
-                      latest step, and the steps that the latest run shows
+    index.html        per environment, the latest run by category: each case's figures (times,
+                      and instruction counts where the runs counted) and its latest step, and the
+                      steps that the latest run shows, each saying whether it rests on time or
+                      on counts
     cases/<case>.html the case's series over time, forward and backward: the figures, the
                       rounds' spread as a band, the fitted levels, the steps marked; hover shows
                       run, label/commit, time, rounds and environment
@@ -23,13 +25,14 @@ import tempfile
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
+from benchcore.compare.count_verdicts import reason_of
 from benchcore.errors import UsageError
 from benchcore.history.detect import Change, Series
-from benchcore.history.store import CaseRow, History, Point, Run
+from benchcore.history.store import CaseRow, History, Point, Run, figure_text
 
 MARKER = ".benchcore-history-site"
 PLOTLY_JS = "plotly.min.js"
-METRIC_ORDER = ("forward", "backward")
+METRIC_ORDER = ("forward", "backward", "forward Ir", "backward Ir", "forward cycles_est", "backward cycles_est")
 SLOWER_COLOR, FASTER_COLOR = "#c62828", "#2e7d32"
 ENV_COLORS = ("#1f77b4", "#ff7f0e", "#9467bd", "#8c564b", "#17becf", "#7f7f7f")
 STYLE = """
@@ -118,7 +121,8 @@ def overview_html(history: History, series: Sequence[Series], changes: Sequence[
                   threshold: float) -> str:
     body = [f"<h1>{_e(history.suite)} history</h1>",
             f"<p>{len(history.runs)} run(s) · {len(series)} series · steps of at least {100 * threshold:g}% are "
-            f"marked (method: docs/HISTORY.md)</p>"]
+            "marked on time, and on instruction counts (Ir) every change beyond the count band (method: "
+            "docs/HISTORY.md)</p>"]
     if not history.runs:
         body.append("<p>No run filed yet: <code>history add REPORT.json</code>.</p>")
     latest_by_env = {}
@@ -150,13 +154,20 @@ def _environment_section(history, series, changes, pages, env_id: str, latest: R
         faster = sum(1 for c in now if c.category == category and not c.slower)
         out.append(f"<h3>{_e(category)}</h3><p>{len(members)} case(s); at the latest run "
                    f"<span class='slower'>{slower} slower</span>, <span class='faster'>{faster} faster</span></p>")
-        out.append(_category_table(members, figures, last_change, pages, latest))
+        out.append(_category_table(members, figures, last_change, pages, latest, _metrics(figures)))
     return out
 
 
 def _latest_points(series, env_id: str, run_id: int) -> Dict[Tuple[str, str], Point]:
     return {(s.case_key, s.metric): p for s in series if s.environment_id == env_id for p in s.points
             if p.run_id == run_id}
+
+
+def _metrics(figures: Dict[Tuple[str, str], Point]) -> List[Tuple[str, str]]:
+    """(metric, unit) of the columns: the ones the run measured, times first, then counts."""
+    units = {metric: point.unit for (_key, metric), point in figures.items()}
+    shown = [m for m in METRIC_ORDER if m in units] + sorted(set(units) - set(METRIC_ORDER))
+    return [(m, units[m]) for m in shown] or [(m, "ms") for m in METRIC_ORDER[:2]]
 
 
 def _last_changes(changes, env_id: str) -> Dict[str, Change]:
@@ -168,24 +179,25 @@ def _last_changes(changes, env_id: str) -> Dict[str, Change]:
     return found
 
 
-def _category_table(cases: Sequence[CaseRow], figures, last_change, pages, latest: Run) -> str:
+def _category_table(cases: Sequence[CaseRow], figures, last_change, pages, latest: Run,
+                    metrics: Sequence[Tuple[str, str]]) -> str:
     rows = []
     for case in cases:
         link = (f"<a class='case' href='{_e(pages[case.key])}'>{_e(case.label)}</a>" if case.key in pages
                 else f"<span class='case'>{_e(case.label)}</span>")
-        cells = [f"<td class='num'>{_ms(figures.get((case.key, m)))}</td>" for m in METRIC_ORDER]
+        cells = [f"<td class='num'>{_figure(figures.get((case.key, m)))}</td>" for m, _unit in metrics]
         change = last_change.get(case.key)
         step = _step_cell(change, latest) if change else "<span class='muted'>—</span>"
         status = "" if case.status == "ok" else f" <span class='slower'>{_e(case.status)}</span>"
         rows.append(f"<tr><td>{link}{status}</td>{''.join(cells)}<td>{step}</td></tr>")
-    return ("<table><tr><th>case</th><th>forward (ms)</th><th>backward (ms)</th><th>latest step</th></tr>"
-            + "".join(rows) + "</table>")
+    heads = "".join(f"<th>{_e(m)} ({_e(unit)})</th>" for m, unit in metrics)
+    return f"<table><tr><th>case</th>{heads}<th>latest step</th></tr>" + "".join(rows) + "</table>"
 
 
 def _step_cell(change: Change, latest: Run) -> str:
     at_latest = " (latest run)" if change.run.id == latest.id else ""
     return (f"<span class='{'slower' if change.slower else 'faster'}'>{100 * change.change:+.1f}%</span> "
-            f"{_e(change.metric)} at {_e(change.run.name)}{at_latest}")
+            f"{_e(change.metric)} at {_e(change.run.name)}{at_latest}, on {_e(change.rests_on)}")
 
 
 def _changes_table(changes: Sequence[Change], pages) -> str:
@@ -194,10 +206,22 @@ def _changes_table(changes: Sequence[Change], pages) -> str:
         page = pages.get(c.case_key)
         name = f"<a href='{_e(page)}'>{_e(c.label)}</a>" if page else _e(c.label)
         rows.append(f"<tr><td>{name}</td><td>{_e(c.metric)}</td><td class='{'slower' if c.slower else 'faster'}'>"
-                    f"{100 * c.change:+.1f}%</td><td class='num'>{c.before_ms:.4g} → {c.after_ms:.4g}</td>"
+                    f"{100 * c.change:+.2f}%</td><td class='num'>{_span(c)}</td><td>{_rests_on(c)}</td>"
                     f"<td>{_e(c.run.name)}{_commit_text(c.run)}</td><td>{c.runs_after}</td></tr>")
-    return ("<table><tr><th>case</th><th>metric</th><th>change</th><th>before → after (ms)</th><th>first run</th>"
-            "<th>runs at new level</th></tr>" + "".join(rows) + "</table>")
+    return ("<table><tr><th>case</th><th>metric</th><th>change</th><th>before → after</th><th>rests on</th>"
+            "<th>first run</th><th>runs at new level</th></tr>" + "".join(rows) + "</table>")
+
+
+def _span(c: Change) -> str:
+    return f"{figure_text(c.before_ms, c.unit)} → {figure_text(c.after_ms, c.unit)} {_e(c.unit)}"
+
+
+def _rests_on(c: Change) -> str:
+    """Time, or counts with the band the step passed and, for a non-repeatable quantity, why."""
+    if c.unit == "ms":
+        return "time"
+    why = f"<br><span class='muted'>non-repeatable: {_e(c.non_repeatable)}</span>" if c.non_repeatable else ""
+    return f"instruction counts (band ±{100 * c.threshold:.2f}%){why}"
 
 
 # --------------------------------------------------------------------------- a case's page
@@ -208,8 +232,16 @@ def case_html(history: History, case: CaseRow, series: Sequence[Series], changes
     steps = _changes_table(changes, {}) if changes else "<p class='muted'>no step beyond the threshold</p>"
     body = (f"<nav><a href='../index.html'>← overview</a></nav><h1>{_e(case.label)}</h1>"
             f"<p>{_e(case.category)}</p><details><summary>case key</summary><code>{_e(case.key)}</code></details>"
-            f"{figure}<h2>Steps</h2>{steps}")
+            f"{figure}{_non_repeatable(series)}<h2>Steps</h2>{steps}")
     return _page(f"{case.label} · {history.suite} history", body, script=f"../{PLOTLY_JS}")
+
+
+def _non_repeatable(series: Sequence[Series]) -> str:
+    """The count series whose latest repeats disagree, named with the reason: they are judged
+    with their own spread (docs/INSTRUCTIONS.md), so a reader must know their band is wide."""
+    found = [(s.metric, reason_of(s.points[-1].counts)) for s in series if s.points[-1].counts is not None]
+    items = "".join(f"<li>{_e(metric)}: {_e(why)}</li>" for metric, why in found if why)
+    return f"<h2>Non-repeatable counts (judged with their own spread)</h2><ul>{items}</ul>" if items else ""
 
 
 def case_figure(history: History, series: Sequence[Series], changes: Sequence[Change]) -> str:
@@ -218,8 +250,9 @@ def case_figure(history: History, series: Sequence[Series], changes: Sequence[Ch
 
     metrics = [m for m in METRIC_ORDER if any(s.metric == m for s in series)]
     metrics += sorted({s.metric for s in series} - set(metrics))
+    units = {s.metric: s.unit for s in series}
     fig = make_subplots(rows=len(metrics), cols=1, shared_xaxes=True, vertical_spacing=0.08,
-                        subplot_titles=[f"{m} (ms)" for m in metrics])
+                        subplot_titles=[f"{m} ({units[m]})" for m in metrics])
     envs = sorted({s.environment_id for s in series})
     runs = history.runs_by_id
     for s in series:
@@ -246,14 +279,17 @@ def _series_traces(s: Series, runs: List[Run], changes: Sequence[Change], color:
     group = f"{s.metric}{s.environment_id}"
     first = s.metric == METRIC_ORDER[0] or name_env
     traces = []
-    if any(p.rounds > 1 for p in s.points):
+    counted = s.unit != "ms"
+    if any(p.rounds > 1 or len(p.samples) > 1 for p in s.points):
         high = [p.high_ms if p.high_ms is not None else p.median_ms for p in s.points]
         low = [p.low_ms if p.low_ms is not None else p.median_ms for p in s.points]
         traces.append(go.Scatter(x=times + times[::-1], y=high + low[::-1], fill="toself", fillcolor=_alpha(color),
-                                 line=dict(width=0), hoverinfo="skip", name="rounds' spread" + suffix,
+                                 line=dict(width=0), hoverinfo="skip",
+                                 name=("repeats' spread" if counted else "rounds' spread") + suffix,
                                  legendgroup=group + "band", showlegend=first))
     traces.append(go.Scatter(x=times, y=[p.median_ms for p in s.points], mode="lines+markers", line=dict(color=color),
-                             name="median of round medians" + suffix, legendgroup=group, showlegend=first,
+                             name=("median of repeats" if counted else "median of round medians") + suffix,
+                             legendgroup=group, showlegend=first,
                              text=[_hover(p, run, s.metric, env_summary) for p, run in zip(s.points, runs)],
                              hovertemplate="%{text}<extra></extra>"))
     traces.append(go.Scatter(x=times, y=s.fit.levels_ms, mode="lines", line=dict(color=color, dash="dot", shape="hv"),
@@ -272,19 +308,22 @@ def _series_traces(s: Series, runs: List[Run], changes: Sequence[Change], color:
 
 
 def _hover(p: Point, run: Run, metric: str, env_summary: str) -> str:
-    rounds = (f"{p.rounds} rounds, spread {100 * p.spread:.1f}%" if p.rounds > 1 and p.spread is not None
-              else f"{p.rounds} round")
+    if p.samples:
+        rounds = f"{len(p.samples)} repeat(s), spread {100 * (p.spread or 0.0):.3f}%"
+    else:
+        rounds = (f"{p.rounds} rounds, spread {100 * p.spread:.1f}%" if p.rounds > 1 and p.spread is not None
+                  else f"{p.rounds} round")
     lines = [f"<b>{_e(run.name)}</b> (run {run.id})", _e(_when(run))]
     if run.commit:
         lines.append(f"commit {_e(run.commit[:12])}")
-    lines += [f"{metric}: {p.median_ms:.4g} ms", rounds, _e(env_summary)]
+    lines += [f"{metric}: {figure_text(p.median_ms, p.unit)} {_e(p.unit)}", rounds, _e(env_summary)]
     return "<br>".join(lines)
 
 
 def _step_hover(c: Change) -> str:
     state = "latest run only" if c.provisional else f"{c.runs_after} runs"
-    return (f"<b>{'slower' if c.slower else 'faster'} {100 * c.change:+.1f}%</b><br>{c.before_ms:.4g} → "
-            f"{c.after_ms:.4g} ms<br>from {_e(c.run.name)} (after {_e(c.previous.name)})<br>{state}")
+    return (f"<b>{'slower' if c.slower else 'faster'} {100 * c.change:+.2f}%</b> on {_e(c.rests_on)}<br>{_span(c)}"
+            f"<br>from {_e(c.run.name)} (after {_e(c.previous.name)})<br>{state}")
 
 
 def _alpha(color: str, alpha: float = 0.18) -> str:
@@ -307,8 +346,8 @@ def _e(value) -> str:
     return html.escape(str(value), quote=True)
 
 
-def _ms(point: Optional[Point]) -> str:
-    return f"{point.median_ms:.4g}" if point is not None else "<span class='muted'>—</span>"
+def _figure(point: Optional[Point]) -> str:
+    return figure_text(point.median_ms, point.unit) if point is not None else "<span class='muted'>—</span>"
 
 
 def _when(run: Run) -> str:

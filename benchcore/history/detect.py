@@ -20,6 +20,17 @@ runs ran. The method (docs/HISTORY.md has the reasoning):
 5. A step is the boundary of two segments: before and after are the segments' medians of the
    raw figures. It is reported when the change is at least the threshold and more than one
    clock step (the rule `compare` applies: a clock that counts whole steps cannot see less).
+
+A series of instruction counts (docs/INSTRUCTIONS.md) is judged by the count verdict rules
+instead (benchcore.compare.count_verdicts.judge, the rules `compare` applies to two counted
+reports): counts repeat to a few hundredths of a percent whatever the machine's load, so the
+timing's noise model, its 5% prior and its threshold would hide the 1% changes they show.
+Each run is judged against the level so far (the repeats of its runs pooled, so the level's
+spread holds the differences between processes too); a change beyond the band (the floor, or
+both sides' spreads) starts a new level, and every such boundary of the `Ir` series is a step,
+whatever `--threshold` says. A quantity whose repeats disagree is judged with its own spread
+and named with the reason (count_verdicts.non_repeatable), never dropped. Other count
+quantities (`cycles_est`) get levels, shown beside `Ir`, but no steps: verdicts rest on `Ir`.
 """
 
 from __future__ import annotations
@@ -31,7 +42,9 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from benchcore.history.store import History, Point, Run
+from benchcore.compare.count_verdicts import judge, non_repeatable
+from benchcore.history.store import History, Point, Run, count_metric
+from benchcore.measure.instructions import HEADLINE, PHASES, Counts
 from benchcore.measure.measurement import within_step
 
 #: what one more level costs, in squared noise units (4 noise units for a single run)
@@ -67,6 +80,9 @@ class Fit:
     noise: Tuple[float, ...]
     #: the series' scatter between runs (relative), before the per-run weights and floors
     history_noise: float
+    #: a count series' boundaries, one per pair of segments: (the band the change was judged
+    #: beyond, why the counts may not repeat or None); empty for a time series
+    judged: Tuple[Tuple[float, Optional[str]], ...] = ()
 
     @property
     def levels_ms(self) -> List[float]:
@@ -88,6 +104,24 @@ def fit(values_ms: Sequence[float], round_medians: Optional[Sequence[Sequence[fl
     bounds = partition(despike(y), 1.0 / noise ** 2)
     segments = tuple(Segment(a, b, float(np.median(values[a:b]))) for a, b in zip(bounds[:-1], bounds[1:]))
     return Fit(segments, tuple(float(s) for s in noise), history_noise)
+
+
+def count_fit(counts: Sequence[Counts]) -> Fit:
+    """The levels of a series of counts by the count verdict rules (see the module docstring):
+    each point's noise is its repeats' spread."""
+    bounds, judged, level = [0], [], counts[0]
+    for i, point in enumerate(counts[1:], start=1):
+        verdict, band = judge(level, point)
+        if verdict == "same":
+            level = Counts.from_rounds([level, point])
+        else:
+            bounds.append(i)
+            judged.append((band, non_repeatable(level, point)))
+            level = point
+    bounds.append(len(counts))
+    segments = tuple(Segment(a, b, Counts.from_rounds(counts[a:b]).median) for a, b in zip(bounds[:-1], bounds[1:]))
+    spreads = tuple(c.spread for c in counts)
+    return Fit(segments, spreads, float(np.median(spreads)), tuple(judged))
 
 
 def visible_steps(levels: Fit, threshold: float, resolution_ms: float = 0.0) -> List[Tuple[Segment, Segment]]:
@@ -175,6 +209,15 @@ class Series:
     points: Tuple[Point, ...]
     fit: Fit
 
+    @property
+    def unit(self) -> str:
+        return self.points[0].unit
+
+    @property
+    def judged_on_counts(self) -> bool:
+        """Whether the series' steps are count verdicts (its `Ir`), rather than none (cycles_est) or timing's."""
+        return self.metric in {count_metric(phase, HEADLINE) for phase in PHASES}
+
 
 @dataclass(frozen=True)
 class Change:
@@ -194,7 +237,15 @@ class Change:
     latest_ms: float
     #: runs at the new level so far (1: only the latest run shows it, not yet confirmed)
     runs_after: int
+    #: the smallest change the step had to pass: --threshold for a time, the count band for a count
     threshold: float
+    unit: str = "ms"
+    #: why a count series' repeats disagree (it was judged with their spread); None: they agree
+    non_repeatable: Optional[str] = None
+
+    @property
+    def rests_on(self) -> str:
+        return "time" if self.unit == "ms" else "instruction counts"
 
     @property
     def change(self) -> float:
@@ -225,25 +276,36 @@ def analyse(history: History) -> List[Series]:
             grouped.setdefault((point.case_key, point.metric, point.environment_id), []).append(point)
     series = []
     for (key, metric, env), points in sorted(grouped.items()):
-        levels = fit([p.median_ms for p in points], [p.round_medians_ms for p in points],
-                     [p.resolution_ms for p in points])
+        counted = [p.counts for p in points]
+        levels = (count_fit(counted) if all(counted) else
+                  fit([p.median_ms for p in points], [p.round_medians_ms for p in points], [p.resolution_ms for p in points]))
         series.append(Series(key, metric, env, tuple(points), levels))
     return series
 
 
+def _steps(s: Series, threshold: float) -> List[Tuple[Segment, Segment, float, Optional[str]]]:
+    """(before, after, the threshold it passed, why its counts may not repeat) of each step of a series."""
+    if s.unit == "ms":
+        return [(a, b, threshold, None) for a, b in visible_steps(s.fit, threshold, max(p.resolution_ms for p in s.points))]
+    if not s.judged_on_counts:
+        return []
+    return [(a, b, band, why) for (a, b), (band, why) in zip(zip(s.fit.segments[:-1], s.fit.segments[1:]), s.fit.judged)]
+
+
 def changes(history: History, series: Sequence[Series], threshold: float,
             since: Optional[datetime.datetime] = None) -> List[Change]:
-    """The steps of at least `threshold` (a fraction), first run at or after `since`, newest first."""
+    """The steps, first run at or after `since`, newest first: of time series at least `threshold`
+    (a fraction), of count series every one the count verdict rules find (see the module docstring)."""
     runs = history.runs_by_id
     latest_case = history.latest_cases()
     found = []
     for s in series:
         case = latest_case[s.case_key]
         latest = s.fit.segments[-1].level_ms
-        for before, after in visible_steps(s.fit, threshold, max(p.resolution_ms for p in s.points)):
+        for before, after, passed, why in _steps(s, threshold):
             change = Change(s.case_key, case.label, case.category, s.metric, s.environment_id,
                             runs[s.points[after.start].run_id], runs[s.points[after.start - 1].run_id],
-                            before.level_ms, after.level_ms, latest, after.stop - after.start, threshold)
+                            before.level_ms, after.level_ms, latest, after.stop - after.start, passed, s.unit, why)
             if since is None or change.run.time >= since:
                 found.append(change)
     return sorted(found, key=lambda c: (c.run.run_at, c.run.id, c.label, c.metric), reverse=True)

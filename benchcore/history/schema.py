@@ -11,8 +11,9 @@ Tables (docs/HISTORY.md):
     runs          one row per filed report: the report whole (JSON), its content hash (a report
                   is filed once), when it ran, label and commit, environment
     cases         one row per case of a run: name, label, category, status, error
-    measurements  one row per case and metric (forward/backward) of a run that measured it:
-                  the figure (median of round medians), the rounds' statistics, the clock step
+    measurements  one row per case and metric (forward/backward; `forward Ir`, ... for counts) of a
+                  run that measured it: the figure (median of round medians) in its unit, the
+                  rounds' statistics, the clock step; a count's repeats (version 2)
 """
 
 from __future__ import annotations
@@ -42,6 +43,12 @@ MIGRATIONS: Dict[int, Tuple[str, ...]] = {
         "resolution_ms {real} NOT NULL, source TEXT NOT NULL, PRIMARY KEY (run_id, case_key, metric), "
         "FOREIGN KEY (run_id, case_key) REFERENCES cases (run_id, case_key))",
         "CREATE INDEX measurements_by_series ON measurements (case_key, metric, environment_id)",
+    ),
+    # instruction counts (docs/INSTRUCTIONS.md): a figure's unit (the column median_ms holds a
+    # count there) and a count's repeats, which the count verdict rules judge the series by
+    2: (
+        "ALTER TABLE measurements ADD COLUMN unit TEXT NOT NULL DEFAULT 'ms'",
+        "ALTER TABLE measurements ADD COLUMN samples_json TEXT",
     ),
 }
 SCHEMA_VERSION = max(MIGRATIONS)

@@ -3,7 +3,8 @@
 A report is stored whole (its JSON, so nothing it measured is lost and later versions can derive
 more from it) and as rows: one per case (name, label, category, status) and one per case and
 metric it measured, holding the figure the suite presents (Suite.timings: the median of round
-medians) and the rounds' statistics. A report is identified by the hash of its content, so the
+medians) and the rounds' statistics; a counted case (docs/INSTRUCTIONS.md) adds one row per phase
+and count quantity (`forward Ir`, `backward cycles_est`), in its unit, with its repeats. A report is identified by the hash of its content, so the
 same report is filed once, whatever its file is called; its environment fingerprint keeps
 reports of other machines and builds in series of their own.
 
@@ -23,6 +24,7 @@ from benchcore.execute.environment import now_iso
 from benchcore.history.database import Conflict, Database
 from benchcore.history.fingerprint import Fingerprint, fingerprint
 from benchcore.history.schema import migrate
+from benchcore.measure.instructions import PHASES, Counts, counts_of
 from benchcore.report.labels import case_labels
 from benchcore.report.model import CaseResult, Report
 from benchcore.suite import Suite
@@ -90,6 +92,15 @@ class Point:
     between_fraction: Optional[float]
     resolution_ms: float
     source: str
+    #: "ms" for a time; a count's unit ("instructions"), whose figure median_ms then holds
+    unit: str = "ms"
+    #: a count's repeats (empty for a time)
+    samples: Tuple[float, ...] = ()
+
+    @property
+    def counts(self) -> Optional[Counts]:
+        """A count's repeats as Counts (what the count verdict rules judge); None for a time."""
+        return Counts(tuple(self.samples), self.unit) if self.samples else None
 
 
 @dataclass
@@ -124,6 +135,11 @@ class Filed:
     measurements: int
     environment: Fingerprint
     new_environment: bool
+
+
+def figure_text(value: float, unit: str) -> str:
+    """A figure as tables and hovers show it, without its unit: a time to 4 digits, a count whole."""
+    return f"{value:.4g}" if unit == "ms" else f"{value:,.0f}"
 
 
 def parse_time(text: str) -> datetime.datetime:
@@ -215,8 +231,9 @@ class HistoryStore:
             for row in measurement_rows(result, suite):
                 self.db.execute(
                     "INSERT INTO measurements (run_id, case_key, environment_id, metric, median_ms, n, rounds, "
-                    "round_medians_json, low_ms, high_ms, spread, between_fraction, resolution_ms, source) "
-                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", (run_id, result.spec.key, env_id, *row))
+                    "round_medians_json, low_ms, high_ms, spread, between_fraction, resolution_ms, source, unit, "
+                    "samples_json) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    (run_id, result.spec.key, env_id, *row))
                 measured += 1
         return measured
 
@@ -234,8 +251,8 @@ class HistoryStore:
             "JOIN runs r ON r.id = c.run_id WHERE r.suite = ?", (suite,))]
         points = [_point(row) for row in self.db.rows(
             "SELECT m.run_id, m.case_key, m.metric, m.environment_id, m.median_ms, m.n, m.rounds, "
-            "m.round_medians_json, m.low_ms, m.high_ms, m.spread, m.between_fraction, m.resolution_ms, m.source "
-            "FROM measurements m "
+            "m.round_medians_json, m.low_ms, m.high_ms, m.spread, m.between_fraction, m.resolution_ms, m.source, "
+            "m.unit, m.samples_json FROM measurements m "
             "JOIN runs r ON r.id = m.run_id WHERE r.suite = ? ORDER BY r.run_at, r.id", (suite,))]
         return History(suite, environments, runs, cases, points)
 
@@ -252,13 +269,39 @@ class HistoryStore:
                 for table in ("runs", "cases", "measurements", "environments")}
 
 
+#: the count quantities a history keeps: verdicts rest on Ir; cycles_est is shown beside it
+COUNT_QUANTITIES = ("Ir", "cycles_est")
+
+
+def count_metric(phase: str, quantity: str) -> str:
+    """A count series' metric name: `forward Ir` (beside a timing's `forward`, in one report too)."""
+    return f"{phase} {quantity}"
+
+
 def measurement_rows(result: CaseResult, suite: Suite) -> List[tuple]:
     """(metric, median_ms, n, rounds, round medians JSON, low_ms, high_ms, spread, between
-    fraction, resolution_ms, source) for each figure the suite presents for a measured case.
-    A case that failed keeps its row in `cases` but no figures: a partial measurement of a
-    broken case is no point of its series."""
+    fraction, resolution_ms, source, unit, samples JSON) for each figure the suite presents for a
+    measured case, then for each of its counts. A case that failed keeps its row in `cases` but
+    no figures: a partial measurement of a broken case is no point of its series."""
     if not result.ok:
         return []
+    return _timing_rows(result, suite) + _count_rows(result)
+
+
+def _count_rows(result: CaseResult) -> List[tuple]:
+    """Per phase and COUNT_QUANTITIES: the median of the repeats, their extremes, spread and samples."""
+    rows = []
+    for phase in PHASES:
+        for quantity in COUNT_QUANTITIES:
+            c = counts_of(result.metrics, phase, quantity)
+            if c is not None:
+                rows.append((count_metric(phase, quantity), c.median, len(c.samples), len(c.round_sizes or (1,)),
+                             None, float(min(c.samples)), float(max(c.samples)), c.spread, None, 0.0, "counts",
+                             c.unit, json.dumps(list(c.samples))))
+    return rows
+
+
+def _timing_rows(result: CaseResult, suite: Suite) -> List[tuple]:
     rows = []
     for metric, timing in sorted(suite.timings(result).items()):
         center = timing.center_ms
@@ -269,14 +312,15 @@ def measurement_rows(result: CaseResult, suite: Suite) -> List[tuple]:
         rows.append((metric, center, m.n if m else None, m.round_count if m else 1,
                      json.dumps(medians) if medians else None, min(medians) if medians else None,
                      max(medians) if medians else None, m.round_spread if m else None,
-                     m.between_round_fraction if m else None, timing.resolution_ms, timing.source))
+                     m.between_round_fraction if m else None, timing.resolution_ms, timing.source, "ms", None))
     return rows
 
 
 def _point(row: tuple) -> Point:
     medians = tuple(json.loads(row[7])) if row[7] else ()
+    samples = tuple(json.loads(row[15])) if row[15] else ()
     return Point(int(row[0]), row[1], row[2], row[3], float(row[4]), row[5], int(row[6]), medians, *row[8:12],
-                 float(row[12]), row[13])
+                 float(row[12]), row[13], row[14], samples)
 
 
 def _run_time(report: Report) -> str:

@@ -6,11 +6,13 @@ import json
 from typing import Dict, List, Sequence
 
 from benchcore.history.detect import Change
-from benchcore.history.store import History
+from benchcore.history.store import History, figure_text
 
 
 def change_dict(change: Change, history: History) -> dict:
+    """A step for tools: `before`/`after`/`latest` in `unit` (a time's also as `*_ms`), what it rests on."""
     env = history.environments.get(change.environment_id)
+    timed = {"before_ms": change.before_ms, "after_ms": change.after_ms, "latest_ms": change.latest_ms}
     return {
         "case": change.label,
         "case_key": change.case_key,
@@ -18,9 +20,14 @@ def change_dict(change: Change, history: History) -> dict:
         "metric": change.metric,
         "direction": "slower" if change.slower else "faster",
         "change_pct": 100.0 * change.change,
-        "before_ms": change.before_ms,
-        "after_ms": change.after_ms,
-        "latest_ms": change.latest_ms,
+        "rests_on": change.rests_on,
+        "unit": change.unit,
+        "before": change.before_ms,
+        "after": change.after_ms,
+        "latest": change.latest_ms,
+        **(timed if change.unit == "ms" else {}),
+        "threshold_pct": 100.0 * change.threshold,
+        "non_repeatable": change.non_repeatable,
         "runs_after": change.runs_after,
         "provisional": change.provisional,
         "holds": change.holds,
@@ -49,22 +56,35 @@ def changes_markdown(changes: Sequence[Change], history: History, threshold: flo
     where = f" since {since.date().isoformat()}" if since else ""
     lines: List[str] = [f"# Steps in the history ({history.suite})", ""]
     slower = sum(c.slower for c in changes)
-    lines.append(f"{len(history.runs)} run(s), {series} series; steps of at least {100 * threshold:g}%{where}: "
-                 f"{slower} slower, {len(changes) - slower} faster.")
+    lines.append(f"{len(history.runs)} run(s), {series} series; steps{where}: {slower} slower, "
+                 f"{len(changes) - slower} faster. Time series: steps of at least {100 * threshold:g}%; instruction "
+                 "counts: beyond the count band (docs/INSTRUCTIONS.md).")
     if not changes:
         return "\n".join(lines)
-    lines += ["", "| case | metric | change | before → after (ms) | first run | previous run | runs at new level "
-                  "| now |", "|---|---|---|---|---|---|---|---|"]
+    lines += ["", "| case | metric | change | before → after | rests on | first run | previous run | runs at new "
+                  "level | now |", "|---|---|---|---|---|---|---|---|---|"]
     for c in changes:
         now = ("holds" if c.holds else "undone") + (", latest run only" if c.provisional else "")
         direction = "slower" if c.slower else "faster"
         lines.append(f"| {_cell(c.label)} | {c.metric} | {direction} {100 * c.change:+.1f}% | "
-                     f"{c.before_ms:.4g} → {c.after_ms:.4g} | {_cell(_run_text(c.run))} | "
+                     f"{_span(c)} | {_rests_on(c)} | {_cell(_run_text(c.run))} | "
                      f"{_cell(_run_text(c.previous))} | {c.runs_after} | {now} |")
     environments = sorted({c.environment_id for c in changes})
     if len(environments) > 1 or len(history.environments) > 1:
         lines += ["", "Environments:"] + [f"- `{e}`: {history.environments[e].summary}" for e in environments]
     return "\n".join(lines)
+
+
+def _span(c: Change) -> str:
+    return f"{figure_text(c.before_ms, c.unit)} → {figure_text(c.after_ms, c.unit)} {c.unit}"
+
+
+def _rests_on(c: Change) -> str:
+    """What the step rests on; for counts the band it passed, and a non-repeatable quantity named."""
+    if c.unit == "ms":
+        return "time"
+    note = f"; non-repeatable: {c.non_repeatable}" if c.non_repeatable else ""
+    return _cell(f"instruction counts (band ±{100 * c.threshold:.2f}%{note})")
 
 
 def _run_text(run) -> str:

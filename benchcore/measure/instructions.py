@@ -186,6 +186,15 @@ def has_counts(metrics: dict) -> bool:
     return any(counts_of(metrics, phase) is not None for phase in PHASES)
 
 
+def any_counted(results) -> bool:
+    """Whether any measured result (a CaseResult) holds counts: a counted report, or one of both kinds."""
+    return any(r.ok and has_counts(r.metrics) for r in results)
+
+
+#: a counted result's metrics that a report of both kinds adds to the timed result (`merge --both`)
+COUNT_KEYS = ("counts", "profile", "count_overhead", "code_path")
+
+
 def engine_of(argv: Sequence[str]) -> str:
     """The engine a command line asks for, read before the full parser (whose defaults depend on it)."""
     import argparse
@@ -203,12 +212,12 @@ ISA_FEATURES = ("AVX512F", "AVX512_SKX", "AVX512_CNL", "AVX512_ICL", "AVX512_SPR
 
 
 def code_path() -> dict:
-    """What decides which kernels the libraries in this process take: the CPU features it sees
-    (numpy's dispatch table reads CPUID, which valgrind answers for its emulated CPU), torch's
-    CPU capability when torch is loaded, and the thread counts. Run natively and under valgrind,
-    the two say where counts follow other code than the timed runs (docs/INSTRUCTIONS.md)."""
-    import sys
-
+    """What decides which kernels the libraries in this process take, as far as the core sees
+    it: the CPU features (numpy's dispatch table reads CPUID, which valgrind answers for its
+    emulated CPU) and the thread variables. The frameworks' own choices (oneDNN's ISA, torch's
+    CPU capability, the BLAS core) are their probes' (benchcore.execute.code_path). Natively
+    and under valgrind, the two say where counts follow other code than the timed runs
+    (docs/INSTRUCTIONS.md)."""
     found: dict = {"threads_env": {name: os.environ.get(name) for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS")}}
     try:
         from numpy.core._multiarray_umath import __cpu_features__ as features
@@ -216,23 +225,28 @@ def code_path() -> dict:
         found["cpu_features"] = [name for name in ISA_FEATURES if features.get(name)]
     except ImportError:
         found["cpu_features"] = None
-    torch = sys.modules.get("torch")
-    if torch is not None:
-        found["torch_cpu_capability"] = torch.backends.cpu.get_cpu_capability()
-        found["torch_threads"] = torch.get_num_threads()
     return found
 
 
-def faithfulness(native: dict, counted: List[dict]) -> dict:
-    """The report's record of the code paths natively and under valgrind, and where they differ."""
-    under = next((c for c in counted if c), None) or {}
-    differences = []
-    for key in ("cpu_features", "torch_cpu_capability"):
-        if key in under and native.get(key) != under.get(key):
-            differences.append({"key": key, "native": native.get(key), "valgrind": under.get(key)})
+def faithfulness(probed: Dict[str, dict], counted: List[dict]) -> dict:
+    """The report's record of the code paths natively and under valgrind, and where they differ.
+
+    `probed`: what the probes saw in a native process and under valgrind
+    (benchcore.execute.code_path.probe_both); `counted`: what each counted worker saw itself.
+    Thread settings are recorded but not warned about: counts always run one thread (threading
+    is what timing remains for)."""
+    native = probed.get("native") or {}
+    under = dict(next((c for c in counted if c), None) or {}, **(probed.get("valgrind") or {}))
+    differences = [{"key": key, "native": native[key], "valgrind": under[key]} for key in sorted(set(native) & set(under))
+                   if native[key] != under[key] and "thread" not in key and key != "error"]
     return {"native": native, "valgrind": under, "differences": differences,
             "warning": None if not differences else (
-                "the libraries see other CPU features under valgrind ("
-                + "; ".join(f"{d['key']}: {d['native']} natively, {d['valgrind']} under valgrind" for d in differences)
-                + "): kernels dispatched on them (oneDNN, torch's vectorised ops, OpenBLAS) take other code paths, so "
-                  "counts judge those paths, not the ones timed natively")}
+                "the libraries take other code paths under valgrind ("
+                + "; ".join(f"{d['key']}: {_shown(d['native'])} natively, {_shown(d['valgrind'])} under valgrind"
+                            for d in differences)
+                + "): the counts judge those paths, not the ones timed natively (still the same for both sides "
+                  "of an A/B pair on one machine)")}
+
+
+def _shown(value) -> str:
+    return value.get("core", str(value)) if isinstance(value, dict) else str(value)

@@ -1,4 +1,5 @@
-"""Join the reports of a sharded sweep (`--shard K/N`) into one report.
+"""Join the reports of a sharded sweep (`--shard K/N`) into one report; or a timing report and a
+counted one of the same cases into a report of both kinds (`merge --both`, `merge_kinds`).
 
 A sweep split over machines or processes must come back as one report that reads like the
 unsharded run. Joining is only safe when the shards are parts of the *same* sweep, so anything
@@ -15,17 +16,22 @@ rebuilt are dropped.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable, Dict, List, Optional, Sequence
 
 from benchcore.errors import UsageError
 from benchcore.measure import reference
-from benchcore.report.identity import environment_differences
+from benchcore.measure.instructions import COUNT_KEYS, any_counted
+from benchcore.report.identity import METHOD_SETTINGS, environment_differences
 from benchcore.report.model import CaseResult, Report
 
 #: function(merged Report) → the Report as the suite's unsharded run would write it (result
 #: order, extras derived from the results).
 Finisher = Callable[[Report], Report]
+
+#: environment keys that say how a figure was taken, which differ between a timing and a counted
+#: report of one build by design (with the thread settings: counts run one thread)
+KIND_KEYS = ("engine", "timer")
 
 #: settings that legitimately differ between shards of one sweep
 SHARD_VARIANT_SETTINGS = ("shard", "output", "output_file", "checkpoint", "resume", "argv", "command_line")
@@ -173,3 +179,75 @@ def _merge_extras(reports: Sequence[Report]):
                 if key in r.extra:
                     slot[key] = r.extra[key]
     return common, per_shard
+
+
+# --------------------------------------------------------------------------- a report of both kinds
+
+
+def merge_kinds(reports: List[Report], timed_by: Callable[[CaseResult], bool],
+                sources: Optional[Sequence[str]] = None) -> Report:
+    """One report holding a timing sweep's and a counted sweep's figures of the same cases
+    (`merge --both`): each case the timing report's result, with the counted result's counts
+    added (instructions.COUNT_KEYS), so `compare` judges it both on time and on counts.
+
+    Counts and times of one case only belong together when they measured the same build: the
+    two reports' environments must agree but for thread settings (counts run one thread), the
+    engine and the timer (KIND_KEYS). A case measured by one side only, or failed on one, is kept as that side has it
+    and listed under extra["kinds"]; nothing is dropped. `timed_by` is the suite's test of a
+    result that holds timings (Suite.timings)."""
+    names = _sources(reports, sources)
+    timed, counted = _kinds(reports, names, timed_by)
+    (t_name, t), (c_name, c) = timed, counted
+    by_key = {r.spec.key: r for r in c.results}
+    results, not_counted = [], []
+    for result in t.results:
+        other = by_key.pop(result.spec.key, None)
+        if result.ok and other is not None and other.ok:
+            counts = {k: other.metrics[k] for k in COUNT_KEYS if k in other.metrics}
+            results.append(replace(result, metrics={**result.metrics, **counts}))
+            continue
+        results.append(result)
+        not_counted.append({"key": result.spec.key, "status": "absent" if other is None else other.status,
+                            **({"error": other.error} if other is not None and other.error else {})})
+    results += list(by_key.values())
+    settings = {**t.settings, "valgrind": c.settings.get("valgrind"),
+                "counted": {k: v for k, v in c.settings.items() if k != "valgrind"}}
+    extra = dict(t.extra, kinds={"timed": t_name, "counted": c_name, "counted_environment": c.environment,
+                                 "not_counted": not_counted, "not_timed": sorted(by_key)})
+    return Report(suite=t.suite, environment=t.environment, settings=settings, results=results, extra=extra,
+                  schema_version=t.schema_version)
+
+
+def _kinds(reports: Sequence[Report], names: Sequence[str], timed_by) -> tuple:
+    """((name, timing report), (name, counted report)), or a UsageError naming what is wrong."""
+    if len(reports) != 2:
+        raise UsageError(f"merge --both joins two reports, a timing one and a counted one (--engine instructions) of "
+                         f"the same cases; got {len(reports)}")
+    pairs = list(zip(names, reports))
+    for name, report in pairs:
+        if report.settings.get("shard"):
+            raise UsageError(f"{name} is shard {report.settings['shard']} of a sweep; merge its shards first "
+                             "(`merge SHARD.json ...`), then merge --both the whole reports")
+        if any_counted(report.results) and any(r.ok and timed_by(r) for r in report.results):
+            raise UsageError(f"{name} holds both timings and counts already; merge --both a timing report with a "
+                             "counted one")
+    counted = [pair for pair in pairs if any_counted(pair[1].results)]
+    if len(counted) != 1:
+        which = "both hold" if counted else "neither holds"
+        raise UsageError(f"{names[0]} and {names[1]}: {which} instruction counts; merge --both a timing report with "
+                         "one of the same cases measured with --engine instructions")
+    timed = next(pair for pair in pairs if pair is not counted[0])
+    _check_same_build(timed, counted[0])
+    return timed, counted[0]
+
+
+def _check_same_build(timed: tuple, counted: tuple) -> None:
+    if timed[1].suite != counted[1].suite:
+        raise UsageError(f"{timed[0]} holds a {timed[1].suite} report but {counted[0]} holds {counted[1].suite}; "
+                         "merge --both reports of one suite")
+    differing = [d for d in environment_differences(timed[1], counted[1]) if "thread" not in d["key"].lower()
+                 and d["key"] not in (*METHOD_SETTINGS, *KIND_KEYS)]
+    if differing:
+        shown = "; ".join(f"{d['key']}: {d['base']!r} vs {d['new']!r}" for d in differing[:3])
+        raise UsageError(f"{timed[0]} and {counted[0]} measured different environments ({shown}); a report of both "
+                         "kinds joins the timings and counts of one build: measure both with the same interpreter")

@@ -8,20 +8,31 @@ as a table: the suites' own tables are of times.
 
 from __future__ import annotations
 
-from typing import Callable, List, Optional
+from typing import Callable, Dict, List, Optional
 
-from benchcore.measure.instructions import PHASES, UNITS, code_path, counts_of, faithfulness
+from benchcore.measure.instructions import PHASES, UNITS, counts_of, faithfulness
 from benchcore.report.model import CaseResult
 
 COLUMNS = ("Ir", "cycles_est", "L1_misses", "LL_misses")
 
 
-def settings_block(record: Optional[dict], results: List[CaseResult]) -> Optional[dict]:
-    """The report's settings.valgrind: the engine's record plus the code paths (None: not counted)."""
+def settings_block(record: Optional[dict], results: List[CaseResult], probed: Dict[str, dict]) -> Optional[dict]:
+    """The report's settings.valgrind: the engine's record plus the code paths, from the probes'
+    processes (`probed`: benchcore.execute.code_path.probe_both) and the counted workers (None:
+    not counted)."""
     if not record:
         return None
     counted = [(r.metrics or {}).get("code_path") for r in results if r.ok]
-    return dict(record, code_path=faithfulness(code_path(), counted))
+    return dict(record, code_path=faithfulness(probed, counted))
+
+
+def probed_settings(record: Optional[dict], results: List[CaseResult], probes) -> Optional[dict]:
+    """settings_block with the probes run now (natively and under the record's launcher)."""
+    if not record:
+        return None
+    from benchcore.execute.code_path import probe_both
+
+    return settings_block(record, results, probe_both(record["launcher"], probes))
 
 
 def warning(block: Optional[dict]) -> Optional[str]:

@@ -125,6 +125,9 @@ def comparison_markdown(comparison: Comparison, chart_links: str = "") -> str:
                 "rounds would find 4 times in 5 at the significance level: changes well below it read `same` or "
                 "`noisy` whether they happened or not. More rounds (or `ab`) lower it.", ""]
     out += ["## Cases", ""]
+    if c.counts is not None and c.cases:
+        out += ["Verdicts in this section rest on time; those under *Instruction counts* below rest on instruction "
+                "counts of the same cases.", ""]
     rows = []
     for case in sorted(c.cases, key=lambda k: -(k.ratio or 0)):
         for m in case.metrics:

@@ -525,3 +525,28 @@ def test_nodes_whose_environments_differ_are_refused_unless_allowed_then_compare
     assert {c.key for c in result.cases} == {r.spec.key for r in report.results} - on_odd
     assert all(c.category.endswith("@ threads_env.MXNET_CPU_WORKER_NTHREADS=None") for c in result.cases)
     capsys.readouterr()
+
+
+@pytest.mark.ray
+@pytest.mark.valgrind
+def test_an_instruction_sweep_counts_on_the_nodes_under_their_own_valgrind(cluster, tmp_path):
+    """--ray with the instruction engine: each shard's workers run under the launcher its node
+    built (framework-free cases, tests/benchcore/count_executor.py: seconds under valgrind)."""
+    from benchcore.execute import valgrind
+    from benchcore.measure.instructions import counts_of
+
+    suite = Suite("counttest", executor="tests.benchcore.count_executor:execute")
+    specs = [CaseSpec(suite.name, "sum", {"n": n}) for n in (20000, 20200)]
+    parser = ArgumentParser(prog="counttest")
+    add_run_arguments(parser, rounds=1)
+    add_shard_argument(parser)
+    args = parser.parse_args(["--ray", cluster.address, "--shards", "2", "--timeout", "15"])
+    job = SweepJob(suite, specs, RunSettings(warmup=2, runs=2), RoundPlan(1), {}, checkpoint=tmp_path / "c.jsonl")
+    valgrind.apply(job, valgrind.plan("off"))
+    with contextlib.redirect_stderr(io.StringIO()):
+        environment, results = sweep.measure(job, run_plan_from(args), "counttest", [], {})[""]
+    assert all(r.ok for r in results), [(r.status, r.error) for r in results]
+    small, large = (counts_of(r.metrics, "forward") for r in results)
+    assert len(small.samples) == 2 and 1.005 < large.median / small.median < 1.02  # 1% more work, 1% more counted
+    assert all("AVX512F" not in r.metrics["code_path"]["cpu_features"] for r in results)  # valgrind's emulated CPU
+    assert len({r.node for r in results}) == 2 and environment["cluster"]["shards"] == 2

@@ -251,6 +251,24 @@ def test_rounds_of_counts_combine_into_one_counts():
     assert combined["c"]["samples"] == [5, 5, 6] and combined["c"]["round_sizes"] == [2, 1]
 
 
-def test_ray_is_refused_under_the_engine():
-    with pytest.raises(UsageError, match="run --shard K/N sweeps side by side"):
-        valgrind.plan("default", ray=True)
+def test_a_ray_shard_counts_with_the_launcher_its_node_builds(monkeypatch, tmp_path):
+    """The nodes of a --ray sweep get the geometry as the flag spells it and build their own
+    launcher (their valgrind, their shim); a node without valgrind is refused at the probe."""
+    from types import SimpleNamespace
+
+    from benchcore.execute.cluster.driver import counting_of
+    from benchcore.execute.cluster.node import NodeSetup, ProbeRequest, ShardTask, counting_missing
+
+    custom = "I1=65536,4,64:D1=49152,12,64:LL=1048576,16,64"
+    for cache_sim in ("default", "off", custom):
+        geometry = valgrind.parse_geometry(cache_sim)
+        job = SimpleNamespace(worker_options={"valgrind": {"cache_sim": geometry.to_dict() if geometry else None}})
+        assert valgrind.parse_geometry(counting_of(job)) == geometry
+    assert counting_of(SimpleNamespace(worker_options={})) is None
+    task = ShardTask("1/2", "x:y", {}, [], 10.0, None, NodeSetup(), counting="off")
+    assert ShardTask.from_dict(task.to_dict()).counting == "off"
+    request = ProbeRequest("opbench", "x:y", (), [], {}, NodeSetup(), (), "off")
+    assert ProbeRequest.from_dict(request.to_dict()).counting == "off"
+    monkeypatch.setenv("PATH", str(tmp_path))  # a node without valgrind
+    missing = counting_missing("off")
+    assert missing.startswith("valgrind for --engine instructions") and "apt-get install valgrind" in missing

@@ -53,7 +53,21 @@ def test_mxnet_operators_counted_in_one_valgrind_process(tmp_path):
     assert report.settings["valgrind"]["cache_sim"] == {"I1": "32768,8,64", "D1": "32768,8,64", "LL": "8388608,16,64"}
     code_path = report.settings["valgrind"]["code_path"]
     assert code_path["valgrind"]["threads_env"]["OMP_NUM_THREADS"] == "1"
+    # the path MXNet's libraries took: valgrind 3.19 emulates a CPU without AVX-512, so oneDNN never picks it there
+    assert code_path["native"]["onednn_isa"] and "AVX-512" not in code_path["valgrind"]["onednn_isa"]
+    assert code_path["valgrind"]["openblas"]["core"] and code_path["valgrind"]["openblas_threads"] == 1
+    differs = code_path["native"]["onednn_isa"] != code_path["valgrind"]["onednn_isa"]
+    assert differs == ("onednn_isa" in {d["key"] for d in code_path["differences"]})
+    assert (code_path["warning"] is not None) == bool(code_path["differences"])
     assert "## Instruction counts" in (tmp_path / "mx.md").read_text()
+    # the same cases timed natively, joined with their counts into one report of both kinds
+    timed = tmp_path / "timed.json"
+    _run(["-m", "opbench", "--ops", "broadcast_add,FullyConnected", "-w", "2", "-r", "3", "--no-audit", "-o",
+          str(timed)], tmp_path)
+    _run(["-m", "opbench", "merge", "--both", str(timed), str(out), "-o", str(tmp_path / "both.json")], tmp_path)
+    both = [r for r in Report.load(tmp_path / "both.json").results if r.ok]
+    assert len(both) == sum(r.ok for r in report.results)
+    assert all(r.metrics["counts"] and r.metrics["forward"] for r in both)
     # one valgrind process for both cases: MXNet's names of its operators' kernels in the profile
     functions = " ".join(row["function"] for row in cases["broadcast_add"].metrics["profile"]["forward"])
     assert "mxnet" in functions
@@ -63,8 +77,14 @@ def test_torch_operator_and_an_rnnbench_runner_counted(tmp_path):
     out = tmp_path / "torch.json"
     _run(["-m", "opbench", "--framework", "torch", "--engine", "instructions", "--ops", "add,mm", "-w", "20", "-r", "2",
           "--no-audit", "--cache-sim", "off", "-o", str(out)], tmp_path)
-    cases = _counted(Report.load(out))
+    report = Report.load(out)
+    cases = _counted(report)
     assert {"add", "mm"} <= {r.spec.params["op"] for r in cases.values()}
+    # torch's kernels dispatch on its CPU capability: never AVX512 under valgrind 3.19's emulated CPU
+    code_path = report.settings["valgrind"]["code_path"]
+    capability = code_path["native"]["torch_cpu_capability"], code_path["valgrind"]["torch_cpu_capability"]
+    assert capability[0] and capability[1] and capability[1] != "AVX512"
+    assert (capability[0] != capability[1]) == ("torch_cpu_capability" in {d["key"] for d in code_path["differences"]})
     for result in cases.values():
         ir = counts_of(result.metrics, "forward")
         assert len(ir.samples) == 2 and ir.median > 1000

@@ -538,8 +538,9 @@ def sweep_on_cluster(job, plan, prog: str, argv: Sequence[str], extra: dict, on_
     setup = NodeSetup({name: os.environ.get(name) for name in THREAD_VARIABLES}, packages)
     with connected(ray, address, packages):
         # the nodes run the driver's code (shipped): its commit, not that of the node's copy
+        counting = counting_of(job)
         request = ProbeRequest(job.suite.name, job.suite.executor, tuple(job.suite.frameworks), [prog, *argv],
-                               {**extra, "git_commit": git_commit()}, setup, tuple(job.suite.collectors))
+                               {**extra, "git_commit": git_commit()}, setup, tuple(job.suite.collectors), counting)
         nodes, claim, groups = _probed_nodes(ray, job, cluster, request)
         slots = job.rounds.slots(job.specs, job.sides)
         store, done = _open_checkpoint(job, plan.resume)
@@ -548,12 +549,23 @@ def sweep_on_cluster(job, plan, prog: str, argv: Sequence[str], extra: dict, on_
         on_event(f"{address.text}: {len(nodes)} eligible node(s) probed; {len(missing)} of {len(slots)} slots to run "
                  f"in {len(shards)} shard(s), each claiming {_CLAIMS[claim]}"
                  + (f"; {len(slots) - len(missing)} taken from the checkpoint" if done else ""))
-        template = ShardTask("", job.suite.executor, job.options(), [], plan.timeout_s, plan.memory_limit_bytes, setup)
+        template = ShardTask("", job.suite.executor, job.options(), [], plan.timeout_s and plan.timeout_s * job.timeout_scale,
+                             plan.memory_limit_bytes and int(plan.memory_limit_bytes * job.memory_scale), setup, counting)
         dispatch = Dispatch(ray, nodes, shards, template, store, cluster.max_retries, on_event, on_result)
         results = {**done, **dispatch.run()}
     record = _record(cluster, claim, nodes, groups, len(shards), dispatch, results, len(done))
     combined = combine_results([(slot, results[slot.key]) for slot in slots], job.specs, job.suite.combine_rounds)
     return {"": (dict(groups[0].environment, cluster=record), combined)}
+
+
+def counting_of(job) -> Optional[str]:
+    """The --cache-sim of an instruction sweep (its record's geometry, spelled as the flag), for
+    the nodes to build their own valgrind launcher: the driver's names its own paths. None: timing."""
+    record = job.worker_options.get("valgrind")
+    if not record:
+        return None
+    caches = record.get("cache_sim")
+    return ":".join(f"{name}={caches[name]}" for name in ("I1", "D1", "LL")) if caches else "off"
 
 
 def _probed_nodes(ray, job, cluster: ClusterPlan, request: ProbeRequest) -> Tuple[List[Node], str, List[EnvironmentGroup]]:

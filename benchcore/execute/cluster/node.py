@@ -89,6 +89,8 @@ class ProbeRequest:
     setup: NodeSetup
     #: the suite's environment collectors (benchcore.suite.Suite.collectors)
     collectors: Tuple[str, ...] = ()
+    #: the instruction engine's --cache-sim (its shards' workers run under valgrind); None: timing
+    counting: Optional[str] = None
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -97,7 +99,8 @@ class ProbeRequest:
     def from_dict(cls, data: dict) -> "ProbeRequest":
         setup = data["setup"]
         return cls(data["suite"], data["executor"], tuple(data["frameworks"]), list(data["argv"]), dict(data["extra"]),
-                   NodeSetup(dict(setup["thread_env"]), tuple(setup["packages"])), tuple(data.get("collectors", ())))
+                   NodeSetup(dict(setup["thread_env"]), tuple(setup["packages"])), tuple(data.get("collectors", ())),
+                   data.get("counting"))
 
 
 def probe(request: dict) -> dict:
@@ -127,9 +130,25 @@ def probe_main(request: ProbeRequest) -> dict:
             importlib.import_module(name)
         except Exception as exc:  # absent, or broken: either way no shard can run here
             return {"missing": f"{name} ({type(exc).__name__}: {exc})"}
+    if request.counting is not None:
+        missing = counting_missing(request.counting)
+        if missing:
+            return {"missing": missing}
     from benchcore.execute.environment import collect
 
     return {"environment": collect(request.suite, request.argv, collectors=request.collectors, extra=request.extra)}
+
+
+def counting_missing(cache_sim: str) -> Optional[str]:
+    """What this node lacks to count instructions (valgrind, its header, a C compiler), or None."""
+    from benchcore.errors import UsageError
+    from benchcore.execute import valgrind
+
+    try:
+        valgrind.plan(cache_sim)
+    except UsageError as exc:
+        return f"valgrind for --engine instructions ({exc})"
+    return None
 
 
 def last_line(text: Optional[str]) -> str:
@@ -152,19 +171,23 @@ class ShardTask:
     timeout_s: Optional[float]
     memory_limit_bytes: Optional[int]
     setup: NodeSetup
+    #: the instruction engine's --cache-sim: the shard's workers run under valgrind, with the
+    #: launcher the node builds for itself (its valgrind, its client-request shim); None: timing
+    counting: Optional[str] = None
 
     def to_dict(self) -> dict:
         return {"label": self.label, "executor": self.executor, "options": self.options,
                 "slots": [{"spec": s.spec.to_dict(), "round": s.round, "side": s.side} for s in self.slots],
                 "timeout_s": self.timeout_s, "memory_limit_bytes": self.memory_limit_bytes,
-                "setup": asdict(self.setup)}
+                "setup": asdict(self.setup), "counting": self.counting}
 
     @classmethod
     def from_dict(cls, data: dict) -> "ShardTask":
         slots = [Slot(CaseSpec.from_dict(s["spec"]), int(s["round"]), str(s["side"])) for s in data["slots"]]
         setup = data["setup"]
         return cls(data["label"], data["executor"], data["options"], slots, data["timeout_s"],
-                   data["memory_limit_bytes"], NodeSetup(dict(setup["thread_env"]), tuple(setup["packages"])))
+                   data["memory_limit_bytes"], NodeSetup(dict(setup["thread_env"]), tuple(setup["packages"])),
+                   data.get("counting"))
 
 
 def shard_main(task: ShardTask, checkpoint: Path) -> dict:
@@ -174,8 +197,13 @@ def shard_main(task: ShardTask, checkpoint: Path) -> dict:
     from benchcore.execute.worker import run_slots
 
     start = read_system()
+    launcher = ()
+    if task.counting is not None:
+        from benchcore.execute import valgrind
+
+        launcher = valgrind.plan(task.counting).launcher
     run_slots(task.slots, task.executor, task.options, isolate=True, timeout_s=task.timeout_s,
-              checkpoint=checkpoint, memory_limit_bytes=task.memory_limit_bytes)
+              checkpoint=checkpoint, memory_limit_bytes=task.memory_limit_bytes, launcher=launcher)
     return {"system": {"start": start.to_dict(), "end": read_system().to_dict()}}
 
 
