@@ -52,6 +52,7 @@ from benchcore.execute.device_errors import leaves_worker_unusable
 from benchcore.measure import reference
 from benchcore.measure.audit import RoundAudits
 from benchcore.measure.case import CaseSpec
+from benchcore.measure.instructions import read_dumps
 from benchcore.measure.memory import resident_bytes
 from benchcore.report.model import CaseResult
 
@@ -417,7 +418,7 @@ class _InProcess:
         self.executor = load_executor(executor)
 
     def run(self, spec, options, timeout_s):
-        return execute_one(self.executor, spec, options)
+        return read_dumps(execute_one(self.executor, spec, options))
 
     def close(self, kill: bool = False):
         pass
@@ -436,7 +437,7 @@ class _Isolated:
     def run(self, spec, options, timeout_s):
         if self.worker is None or not self.worker.alive():
             self._replace_worker()
-        answer = self.worker.request(spec, options, timeout_s)
+        answer = read_dumps(self.worker.request(spec, options, timeout_s))  # before a new worker drops its scratch
         over_limit = (
             self.memory_limit_bytes is not None
             and self.worker.rss_bytes is not None
