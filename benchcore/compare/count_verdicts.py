@@ -121,17 +121,19 @@ def reason_of(counts: Counts) -> Optional[str]:
             "on thread scheduling)")
 
 
-def judge(base: Counts, new: Counts, floor: float = FLOOR) -> tuple:
+def judge(base: Counts, new: Counts, floor: float = FLOOR, absolute_floor: int = ABSOLUTE_FLOOR) -> tuple:
     """(verdict, band) of one quantity (see the module docstring)."""
-    band = max(floor, base.spread + new.spread, ABSOLUTE_FLOOR / base.median if base.median else 0.0)
+    band = max(floor, base.spread + new.spread, absolute_floor / base.median if base.median else 0.0)
     ratio = new.median / base.median if base.median else float("inf")
     if abs(ratio - 1.0) <= band:
         return "same", band
     return ("slower" if ratio > 1.0 else "faster"), band
 
 
-def compare_counts(base: Report, new: Report, floor: float = FLOOR) -> CountComparison:
-    """Every case counted in both reports, every phase, judged on Ir (see the module docstring)."""
+def compare_counts(base: Report, new: Report, floor: float = FLOOR,
+                   absolute_floor: int = ABSOLUTE_FLOOR) -> CountComparison:
+    """Every case counted in both reports, every phase, judged on Ir (see the module docstring);
+    `absolute_floor` other than ABSOLUTE_FLOOR only for figures (scripts/instruction_figures)."""
     found = CountComparison(floor, settings_differences=_settings_differences(base, new))
     base_cases = {r.spec.key: r for r in base.results}
     new_cases = {r.spec.key: r for r in new.results}
@@ -148,12 +150,14 @@ def compare_counts(base: Report, new: Report, floor: float = FLOOR) -> CountComp
             bc, nc = counts_of(b.metrics, phase), counts_of(n.metrics, phase)
             if bc is None or nc is None:
                 continue
-            found.verdicts.append(_verdict(key, labels[key], phase, b.metrics, n.metrics, bc, nc, floor))
+            found.verdicts.append(_verdict(key, labels[key], phase, b.metrics, n.metrics, bc, nc,
+                                           (floor, absolute_floor)))
     return found
 
 
-def _verdict(key: str, label: str, phase: str, bm: dict, nm: dict, bc: Counts, nc: Counts, floor: float) -> CountVerdict:
-    verdict, band = judge(bc, nc, floor)
+def _verdict(key: str, label: str, phase: str, bm: dict, nm: dict, bc: Counts, nc: Counts,
+             floors: tuple) -> CountVerdict:
+    verdict, band = judge(bc, nc, *floors)
     reasons = [f"{side}: {why}" for side, why in (("base", reason_of(bc)), ("new", reason_of(nc))) if why]
     if len(bc.samples) < 2 or len(nc.samples) < 2:
         reasons.append("counted once: whether its counts repeat is unknown")
