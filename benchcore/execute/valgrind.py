@@ -319,8 +319,10 @@ def tool_version(valgrind: Optional[str] = None) -> Optional[str]:
 
 def settings_record(prefix: Sequence[str], geometry: Optional[Geometry]) -> dict:
     """What a report records of how its counts were taken."""
+    from benchcore.measure.instructions import NO_AUDIT
+
     return {"launcher": list(prefix), "tool": "callgrind", "version": tool_version(),
-            "cache_sim": geometry.to_dict() if geometry else None,
+            "cache_sim": geometry.to_dict() if geometry else None, "audit": NO_AUDIT,
             "address_randomisation": "off (setarch -R)" if "-R" in prefix else "as the system has it"}
 
 

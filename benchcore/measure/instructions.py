@@ -36,8 +36,11 @@ UNITS = {"Ir": "instructions", "cycles_est": "cycles (estimated)", "L1_misses": 
 #: a sweep's defaults under the engine: counts repeat, so a few repeats in one process suffice;
 #: the warmup keeps first-call set-up (primitive caches) out of them, and Python 3.11's
 #: specialising interpreter, which rewrites a function's bytecode over its first calls: a
-#: pure-Python case's repeats differed by 1.5% after 1 warmup call and by 0.19% after 20
-INSTRUCTION_DEFAULTS = {"warmup": 20, "runs": 3, "rounds": 1, "threads": 1}
+#: pure-Python case's repeats differed by 1.5% after 1 warmup call and by 0.19% after 20. No
+#: audit: counts are the point, and the audit's Python would run ~100x slower under valgrind
+INSTRUCTION_DEFAULTS = {"warmup": 20, "runs": 3, "rounds": 1, "threads": 1, "no_audit": True}
+#: the report's record of why the engine's cases carry no audit (settings.valgrind.audit)
+NO_AUDIT = "not run under the engine: counts are the point, and the audit would run ~100x slower under valgrind"
 #: the flags that choose an engine
 ENGINE_FLAGS = ("-p", "--profiler", "--engine")
 #: the figure verdicts rest on
