@@ -290,3 +290,13 @@ def test_rounds_of_counts_combine_into_one_counts():
 def test_ray_is_refused_under_the_engine():
     with pytest.raises(UsageError, match="run --shard K/N sweeps side by side"):
         valgrind.plan("default", ray=True)
+
+
+def test_the_engine_runs_no_audit_by_default_and_says_why():
+    from opbench.backends import backend_for
+    from opbench.cli import build_parser
+
+    backend = backend_for("mxnet")
+    assert build_parser(backend, engine="instructions").parse_args([]).no_audit is True
+    assert build_parser(backend, engine="native").parse_args([]).no_audit is False
+    assert "100x slower" in valgrind.settings_record(["valgrind"], None)["audit"]
