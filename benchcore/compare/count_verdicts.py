@@ -3,8 +3,8 @@
 Counts need no test of significance: the same call of the same build counts the same
 instructions to within a few hundredths of a percent (docs/INSTRUCTIONS.md). So a quantity (a
 case's forward or backward `Ir`) is judged on its medians: a change beyond the *band* —
-the largest of the floor (`FLOOR`, 0.5%), an absolute floor (`ABSOLUTE_FLOOR` instructions: the
-call overhead's jitter between processes) and the two sides' own spreads between repeats added —
+the largest of the floor (`FLOOR`, 0.5%), an absolute floor (`ABSOLUTE_FLOOR` instructions: what
+another heap layout moves a call's count by) and the two sides' own spreads between repeats added —
 is `slower` or `faster`, anything within it `same`.
 
 A quantity whose repeats disagree by more than `REPEATABLE` (a random operator drawing other
@@ -31,10 +31,11 @@ from benchcore.report.model import Report
 
 #: the smallest change a count verdict reports (a fraction)
 FLOOR = 0.005
-#: ... and in instructions: the framework's Python and dispatch around a call count a few
-#: thousand instructions more or less from one process to the next, whatever the call's size
-#: (two sweeps of tiny MXNet cases here: up to 1,973 instructions, +0.98% of a 200,000-
-#: instruction backward, between quantities that repeated within 0.1% in each process)
+#: ... and in instructions: a process whose heap is laid out otherwise (another build, another
+#: version of the harness) counts a call a few hundred to a few thousand instructions more or
+#: less, whatever its size; one build in one environment counts it to the instruction. Fitted on
+#: two sweeps of tiny MXNet cases (up to 1,973 apart); on fresh pairs at the count shapes 243 of
+#: 245 repeatable quantities stayed within it, the largest beyond 4,638 (docs/INSTRUCTIONS.md)
 ABSOLUTE_FLOOR = 2500
 #: spread between repeats beyond which a quantity is named non-repeatable
 REPEATABLE = 0.0025
