@@ -114,7 +114,7 @@ def build_parser(backend, ab: bool = False, engine: str = "") -> ArgumentParser:
                         help=("native: torch.profiler (the operators' own time per call); " if torch else
                               "native: MXNet's profiler (kernel times, memory); ")
                         + "python: perf_counter per call; instructions: each call's instructions counted under "
-                          "valgrind (docs/INSTRUCTIONS.md; then -w 20 -r 3 --rounds 1 --threads 1 by default) "
+                          "valgrind (docs/INSTRUCTIONS.md; then -w 20 -r 3 --rounds 1 --threads 1 and no audit by default) "
                           "(default native)")
     opperf.add_argument("--int64-tensor", default=None, type=str.lower, choices=("on", "off"),
                         help="MXNet: large-tensor inputs; needs an MXNet built with INT64_TENSOR_SIZE (default off)")

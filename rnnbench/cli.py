@@ -122,11 +122,12 @@ def _bench_parser(sub, ab: bool = False, engine: str = "") -> None:
     core_cli.add_audit_arguments(p)
     p.add_argument("--engine", default="python", choices=bench.ENGINES,
                    help="python: time each call (ms); instructions: count each call's instructions under valgrind "
-                        "(docs/INSTRUCTIONS.md; defaults then --warmup 20 --nloops 3 --rounds 1 --threads 1)")
+                        "(docs/INSTRUCTIONS.md; defaults then --warmup 20 --nloops 3 --rounds 1 --threads 1 and no audit)")
     valgrind.add_arguments(p)
     if engine == ENGINE:
         p.set_defaults(warmup=INSTRUCTION_DEFAULTS["warmup"], nloops=INSTRUCTION_DEFAULTS["runs"],
-                       rounds=INSTRUCTION_DEFAULTS["rounds"], threads=INSTRUCTION_DEFAULTS["threads"])
+                       rounds=INSTRUCTION_DEFAULTS["rounds"], threads=INSTRUCTION_DEFAULTS["threads"],
+                       no_audit=INSTRUCTION_DEFAULTS["no_audit"])
     if ab:
         from benchcore.cli.ab import add_ab_arguments
 

@@ -3,8 +3,8 @@
 Counts need no test of significance: the same call of the same build counts the same
 instructions to within a few hundredths of a percent (docs/INSTRUCTIONS.md). So a quantity (a
 case's forward or backward `Ir`) is judged on its medians: a change beyond the *band* —
-the largest of the floor (`FLOOR`, 0.5%), an absolute floor (`ABSOLUTE_FLOOR` instructions: the
-call overhead's jitter between processes) and the two sides' own spreads between repeats added —
+the largest of the floor (`FLOOR`, 0.5%), an absolute floor (`ABSOLUTE_FLOOR` instructions: what
+another heap layout moves a call's count by) and the two sides' own spreads between repeats added —
 is `slower` or `faster`, anything within it `same`.
 
 A quantity whose repeats disagree by more than `REPEATABLE` (a random operator drawing other
@@ -31,10 +31,11 @@ from benchcore.report.model import Report
 
 #: the smallest change a count verdict reports (a fraction)
 FLOOR = 0.005
-#: ... and in instructions: the framework's Python and dispatch around a call count a few
-#: thousand instructions more or less from one process to the next, whatever the call's size
-#: (two sweeps of tiny MXNet cases here: up to 1,973 instructions, +0.98% of a 200,000-
-#: instruction backward, between quantities that repeated within 0.1% in each process)
+#: ... and in instructions: a process whose heap is laid out otherwise (another build, another
+#: version of the harness) counts a call a few hundred to a few thousand instructions more or
+#: less, whatever its size; one build in one environment counts it to the instruction. Fitted on
+#: two sweeps of tiny MXNet cases (up to 1,973 apart); on fresh pairs at the count shapes 243 of
+#: 245 repeatable quantities stayed within it, the largest beyond 4,638 (docs/INSTRUCTIONS.md)
 ABSOLUTE_FLOOR = 2500
 #: spread between repeats beyond which a quantity is named non-repeatable
 REPEATABLE = 0.0025
@@ -121,17 +122,19 @@ def reason_of(counts: Counts) -> Optional[str]:
             "on thread scheduling)")
 
 
-def judge(base: Counts, new: Counts, floor: float = FLOOR) -> tuple:
+def judge(base: Counts, new: Counts, floor: float = FLOOR, absolute_floor: int = ABSOLUTE_FLOOR) -> tuple:
     """(verdict, band) of one quantity (see the module docstring)."""
-    band = max(floor, base.spread + new.spread, ABSOLUTE_FLOOR / base.median if base.median else 0.0)
+    band = max(floor, base.spread + new.spread, absolute_floor / base.median if base.median else 0.0)
     ratio = new.median / base.median if base.median else float("inf")
     if abs(ratio - 1.0) <= band:
         return "same", band
     return ("slower" if ratio > 1.0 else "faster"), band
 
 
-def compare_counts(base: Report, new: Report, floor: float = FLOOR) -> CountComparison:
-    """Every case counted in both reports, every phase, judged on Ir (see the module docstring)."""
+def compare_counts(base: Report, new: Report, floor: float = FLOOR,
+                   absolute_floor: int = ABSOLUTE_FLOOR) -> CountComparison:
+    """Every case counted in both reports, every phase, judged on Ir (see the module docstring);
+    `absolute_floor` other than ABSOLUTE_FLOOR only for figures (scripts/instruction_figures)."""
     found = CountComparison(floor, settings_differences=_settings_differences(base, new))
     base_cases = {r.spec.key: r for r in base.results}
     new_cases = {r.spec.key: r for r in new.results}
@@ -148,7 +151,8 @@ def compare_counts(base: Report, new: Report, floor: float = FLOOR) -> CountComp
             bc, nc = counts_of(b.metrics, phase), counts_of(n.metrics, phase)
             if bc is None or nc is None:
                 continue
-            found.verdicts.append(_verdict(key, labels[key], phase, b.metrics, n.metrics, bc, nc, floor))
+            found.verdicts.append(_verdict(key, labels[key], phase, b.metrics, n.metrics, bc, nc,
+                                           (floor, absolute_floor)))
     return found
 
 
@@ -161,8 +165,9 @@ def non_repeatable(base: Counts, new: Counts) -> Optional[str]:
     return "; ".join(reasons) or None
 
 
-def _verdict(key: str, label: str, phase: str, bm: dict, nm: dict, bc: Counts, nc: Counts, floor: float) -> CountVerdict:
-    verdict, band = judge(bc, nc, floor)
+def _verdict(key: str, label: str, phase: str, bm: dict, nm: dict, bc: Counts, nc: Counts,
+             floors: tuple) -> CountVerdict:
+    verdict, band = judge(bc, nc, *floors)
     cycles = counts_of(bm, phase, "cycles_est"), counts_of(nm, phase, "cycles_est")
     result = CountVerdict(key, label, phase, HEADLINE, bc.median, nc.median, nc.median / bc.median if bc.median else
                           float("inf"), band, verdict, [len(bc.samples), len(nc.samples)],

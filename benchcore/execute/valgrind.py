@@ -7,7 +7,8 @@ worker does. Collection is off at start (`--collect-atstart=no`); the worker swi
 only around each measured call with callgrind's client requests, compiled on demand into a
 tiny shared object (`build_shim`, the system `cc` against valgrind's own header) and called
 through ctypes, so no framework is needed to count. Each counted call ends in a dump
-(`CALLGRIND_DUMP_STATS_AT`) that holds only that call: the Collector reads it and removes it.
+(`CALLGRIND_DUMP_STATS_AT`) that holds only that call; the worker answers with the dumps'
+paths, and the parent reads and removes them (benchcore.measure.instructions.read_dumps).
 Natively the requests are a few no-op instructions, so the same code runs outside valgrind.
 
 Cache simulation (`--cache-sim=yes`) adds first-level and last-level misses; its geometry is
@@ -209,7 +210,7 @@ def _valgrind_prefix_includes() -> Tuple[str, ...]:
 
 
 class Collector:
-    """In the worker: count one call at a time, and read back what each dump holds.
+    """In the worker: count one call at a time, each into a dump of its own.
 
     Natively (no valgrind) `on_valgrind` is False and the requests do nothing: the engine then
     refuses to report counts instead of reporting zeros.
@@ -229,6 +230,8 @@ class Collector:
         self.folder = Path(folder or os.environ.get(SCRATCH_ENV) or ".")
         self.prefix = f"{OUT_FILE_NAME}.{os.getpid()}."
         self._label = b"benchcore"
+        #: dumps this process made so far (callgrind numbers them from 1)
+        self.dumps = 0
 
     @classmethod
     def in_worker(cls) -> "Collector":
@@ -245,7 +248,9 @@ class Collector:
     def count(self, fn):
         """fn() with collection on around it; (its result, the dump's path). The garbage
         collector is off inside, as in timed calls (benchcore.measure.timers): a collection that falls
-        into one repeat counted 1.5% more in a pure-Python case here."""
+        into one repeat counted 1.5% more in a pure-Python case here. The dump's path is
+        callgrind's own numbering (`<out file>.N` for the Nth dump of this process), so finding
+        it costs no listing of the folder (everything here runs ~100x slower)."""
         import gc
 
         start, stop, label = self._start, self._stop, self._label
@@ -258,13 +263,11 @@ class Collector:
         finally:
             if enabled:
                 gc.enable()
-        return result, self._latest()
-
-    def _latest(self) -> Path:
-        dumps = [p for p in self.folder.glob(self.prefix + "*") if p.name[len(self.prefix):].isdigit()]
-        if not dumps:
-            raise RuntimeError(f"callgrind wrote no dump into {self.folder}")
-        return max(dumps, key=lambda p: int(p.name[len(self.prefix):]))
+        self.dumps += 1
+        path = self.folder / f"{self.prefix}{self.dumps}"
+        if not path.exists():
+            raise RuntimeError(f"callgrind wrote no dump {path.name} into {self.folder}")
+        return result, path
 
 
 _COLLECTOR: Optional[Collector] = None
@@ -314,8 +317,10 @@ def tool_version(valgrind: Optional[str] = None) -> Optional[str]:
 
 def settings_record(prefix: Sequence[str], geometry: Optional[Geometry]) -> dict:
     """What a report records of how its counts were taken."""
+    from benchcore.measure.instructions import NO_AUDIT
+
     return {"launcher": list(prefix), "tool": "callgrind", "version": tool_version(),
-            "cache_sim": geometry.to_dict() if geometry else None,
+            "cache_sim": geometry.to_dict() if geometry else None, "audit": NO_AUDIT,
             "address_randomisation": "off (setarch -R)" if "-R" in prefix else "as the system has it"}
 
 

@@ -53,6 +53,7 @@ from benchcore.execute.rounds import round_options
 from benchcore.measure import contention, reference
 from benchcore.measure.audit import RoundAudits
 from benchcore.measure.case import CaseSpec
+from benchcore.measure.instructions import read_dumps
 from benchcore.measure.memory import resident_bytes
 from benchcore.report.model import CaseResult
 
@@ -423,7 +424,7 @@ class _InProcess:
         self.executor = load_executor(executor)
 
     def run(self, spec, options, timeout_s):
-        return execute_one(self.executor, spec, options)
+        return read_dumps(execute_one(self.executor, spec, options))
 
     def close(self, kill: bool = False):
         pass
@@ -442,7 +443,7 @@ class _Isolated:
     def run(self, spec, options, timeout_s):
         if self.worker is None or not self.worker.alive():
             self._replace_worker()
-        answer = self.worker.request(spec, options, timeout_s)
+        answer = read_dumps(self.worker.request(spec, options, timeout_s))  # before a new worker drops its scratch
         over_limit = (
             self.memory_limit_bytes is not None
             and self.worker.rss_bytes is not None

@@ -23,6 +23,7 @@ from __future__ import annotations
 import os
 import statistics
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from benchcore.measure import callgrind
@@ -35,12 +36,17 @@ UNITS = {"Ir": "instructions", "cycles_est": "cycles (estimated)", "L1_misses": 
 #: a sweep's defaults under the engine: counts repeat, so a few repeats in one process suffice;
 #: the warmup keeps first-call set-up (primitive caches) out of them, and Python 3.11's
 #: specialising interpreter, which rewrites a function's bytecode over its first calls: a
-#: pure-Python case's repeats differed by 1.5% after 1 warmup call and by 0.19% after 20
-INSTRUCTION_DEFAULTS = {"warmup": 20, "runs": 3, "rounds": 1, "threads": 1}
+#: pure-Python case's repeats differed by 1.5% after 1 warmup call and by 0.19% after 20. No
+#: audit: counts are the point, and the audit's Python would run ~100x slower under valgrind
+INSTRUCTION_DEFAULTS = {"warmup": 20, "runs": 3, "rounds": 1, "threads": 1, "no_audit": True}
+#: the report's record of why the engine's cases carry no audit (settings.valgrind.audit)
+NO_AUDIT = "not run under the engine: counts are the point, and the audit would run ~100x slower under valgrind"
 #: the flags that choose an engine
 ENGINE_FLAGS = ("-p", "--profiler", "--engine")
 #: the figure verdicts rest on
 HEADLINE = "Ir"
+#: the key of a worker's answer that names its dumps, until the parent reads them (read_dumps)
+DUMPS = "callgrind_dumps"
 PHASES = ("forward", "backward")
 #: the estimated-cycles model's weights: an LL hit and a RAM access, in L1 hits
 LL_HIT_CYCLES = 5
@@ -106,13 +112,6 @@ def quantities(totals: Dict[str, int]) -> Dict[str, int]:
     return found
 
 
-def _read(path, with_functions: bool) -> callgrind.Dump:
-    try:
-        return callgrind.read(path, with_functions)
-    finally:
-        os.unlink(path)
-
-
 def _phase_calls(workload: Workload, with_backward: bool):
     """(forward, backward) callables for one iteration; backward consumes what forward left."""
     state: dict = {}
@@ -138,7 +137,11 @@ def _phase_calls(workload: Workload, with_backward: bool):
 
 
 def count_workload(workload: Workload, settings: RunSettings, collector) -> dict:
-    """The metrics of one case under the engine (see the module docstring)."""
+    """One case under the engine, in the worker: the warmup uncounted, then each repeat's
+    forward and backward counted alone. The dumps are left where callgrind wrote them and only
+    their paths answered (`DUMPS`): everything the worker does runs ~100x slower under valgrind,
+    and parsing them there took 75-80% of a small case's time (docs/INSTRUCTIONS.md, Cost);
+    the parent reads them natively (`read_dumps`)."""
     if not collector.on_valgrind:
         raise RuntimeError("the instruction engine's worker is not running under valgrind; "
                            "run it through benchcore.execute.valgrind.launcher()")
@@ -146,19 +149,44 @@ def count_workload(workload: Workload, settings: RunSettings, collector) -> dict
     forward, backward = _phase_calls(workload, with_backward)
     for _ in range(settings.warmup):
         _iterate(forward, backward, lambda fn: (fn(), None))
-    overhead = _read(collector.count(lambda: None)[1], False)
-    totals: Dict[str, List[Dict[str, int]]] = {phase: [] for phase in PHASES}
-    profiles: Dict[str, Optional[list]] = {phase: None for phase in PHASES}
-    for repeat in range(settings.runs):
-        last = repeat == settings.runs - 1
+    dumps: Dict[str, object] = {"overhead": str(collector.count(lambda: None)[1]), "forward": [], "backward": []}
+    for _ in range(settings.runs):
         for phase, path in _iterate(forward, backward, collector.count):
-            dump = _read(path, with_functions=last)
-            totals[phase].append(quantities(dump.totals))
-            if last:
-                profiles[phase] = dump.profile()
-    counts = {phase: _counts(rows) if rows else None for phase, rows in totals.items()}
-    return {"engine": ENGINE, "counts": counts, "profile": profiles, "code_path": code_path(),
-            "count_overhead": quantities(overhead.totals), "repeats": settings.runs, "warmup": settings.warmup}
+            dumps[phase].append(str(path))
+    return {"engine": ENGINE, DUMPS: dumps, "code_path": code_path(), "repeats": settings.runs,
+            "warmup": settings.warmup}
+
+
+def read_dumps(answer: dict) -> dict:
+    """In the parent: a worker's answer whose metrics name callgrind dumps gets, from them, its
+    counts per phase, the last repeat's per-function profile and `count_overhead`; the dumps are
+    removed. A dump that cannot be read turns the answer into a failed case, with the reason."""
+    metrics = answer.get("metrics") or {}
+    dumps = metrics.pop(DUMPS, None)
+    if dumps is None:
+        return answer
+    try:
+        metrics.update(_from_dumps(dumps))
+    except (OSError, ValueError) as exc:
+        answer.update(status="failed", error=f"could not read the case's callgrind dumps: {exc}")
+    finally:
+        for path in [dumps["overhead"], *dumps["forward"], *dumps["backward"]]:
+            Path(path).unlink(missing_ok=True)
+    return answer
+
+
+def _from_dumps(dumps: dict) -> dict:
+    counts: Dict[str, Optional[dict]] = {}
+    profiles: Dict[str, Optional[list]] = {}
+    for phase in PHASES:
+        paths = dumps.get(phase) or []
+        rows = [quantities(callgrind.read(path, with_functions=False).totals) for path in paths[:-1]]
+        last = callgrind.read(paths[-1]) if paths else None
+        rows += [quantities(last.totals)] if last else []
+        counts[phase] = _counts(rows) if rows else None
+        profiles[phase] = last.profile() if last else None
+    overhead = callgrind.read(dumps["overhead"], with_functions=False)
+    return {"counts": counts, "profile": profiles, "count_overhead": quantities(overhead.totals)}
 
 
 def _iterate(forward, backward, count) -> List[Tuple[str, object]]:

@@ -14,7 +14,7 @@ from benchcore.errors import UsageError
 from benchcore.execute import valgrind
 from benchcore.measure import callgrind
 from benchcore.measure.case import CaseSpec
-from benchcore.measure.instructions import Counts, quantities
+from benchcore.measure.instructions import DUMPS, Counts, quantities, read_dumps
 from benchcore.report.model import CaseResult, Report
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -125,6 +125,35 @@ def test_dump_totals_functions_and_stripped_paths(tmp_path):
     assert rows[compute] == {"function": compute, "self": 600, "inclusive": 900}
 
 
+def _dump(folder, name, ir):
+    path = folder / name
+    path.write_text(DUMP.replace("summary: 1000", f"summary: {ir}"))
+    return str(path)
+
+
+def test_the_parent_reads_a_workers_dumps_and_removes_them(tmp_path):
+    """The worker answers with its dumps' paths (benchcore.measure.instructions.count_workload);
+    the parent turns them into counts, the last repeat's profile and the overhead."""
+    dumps = {"overhead": _dump(tmp_path, "o", 2400), "backward": [],
+             "forward": [_dump(tmp_path, f"f{k}", ir) for k, ir in enumerate((1000, 1002, 1001))]}
+    answer = read_dumps({"status": "ok", "metrics": {"engine": "instructions", DUMPS: dumps}})
+    metrics = answer["metrics"]
+    assert answer["status"] == "ok" and DUMPS not in metrics
+    assert metrics["counts"]["forward"]["Ir"]["samples"] == [1000, 1002, 1001]
+    assert metrics["counts"]["backward"] is None and metrics["count_overhead"]["Ir"] == 2400
+    assert metrics["profile"]["forward"][0]["function"].startswith("mxnet::op::Compute")
+    assert not list(tmp_path.iterdir())
+
+
+def test_a_dump_the_parent_cannot_read_fails_the_case_with_the_reason(tmp_path):
+    dumps = {"overhead": _dump(tmp_path, "o", 2400), "forward": [str(tmp_path / "gone")], "backward": []}
+    answer = read_dumps({"status": "ok", "metrics": {DUMPS: dumps}})
+    assert answer["status"] == "failed" and "could not read the case's callgrind dumps" in answer["error"]
+    assert not list(tmp_path.iterdir())
+    timing = {"status": "ok", "metrics": {"forward": {"samples_ms": [1.0]}}}
+    assert read_dumps(dict(timing)) == timing
+
+
 def test_quantities_and_estimated_cycles():
     found = quantities({"Ir": 1000, "Dr": 300, "Dw": 100, "I1mr": 10, "D1mr": 20, "D1mw": 5,
                         "ILmr": 1, "DLmr": 2, "DLmw": 1})
@@ -172,6 +201,13 @@ def test_a_change_at_the_floor_is_same_and_beyond_it_is_judged_both_ways():
     assert found[("up", "forward")].verdict == "slower"
     assert found[("down", "forward")].verdict == "faster"
     assert all(v.non_repeatable is None for v in found.values())
+
+
+def test_without_the_absolute_floor_a_small_call_is_judged_on_the_floor():
+    base, new = _report(_result("small", [100000] * 3)), _report(_result("small", [101000] * 3))
+    assert count_verdicts.compare_counts(base, new).verdicts[0].verdict == "same"
+    alone = count_verdicts.compare_counts(base, new, absolute_floor=0).verdicts[0]
+    assert alone.verdict == "slower" and alone.band == count_verdicts.FLOOR
 
 
 def test_a_non_repeatable_quantity_is_named_and_judged_with_its_own_spread():
@@ -272,3 +308,13 @@ def test_a_ray_shard_counts_with_the_launcher_its_node_builds(monkeypatch, tmp_p
     monkeypatch.setenv("PATH", str(tmp_path))  # a node without valgrind
     missing = counting_missing("off")
     assert missing.startswith("valgrind for --engine instructions") and "apt-get install valgrind" in missing
+
+
+def test_the_engine_runs_no_audit_by_default_and_says_why():
+    from opbench.backends import backend_for
+    from opbench.cli import build_parser
+
+    backend = backend_for("mxnet")
+    assert build_parser(backend, engine="instructions").parse_args([]).no_audit is True
+    assert build_parser(backend, engine="native").parse_args([]).no_audit is False
+    assert "100x slower" in valgrind.settings_record(["valgrind"], None)["audit"]

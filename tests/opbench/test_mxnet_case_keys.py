@@ -21,7 +21,8 @@ STORED = Path(__file__).parent / "data" / "mxnet_case_keys.txt"
 
 def test_the_mxnet_sweep_keeps_its_case_keys():
     args = Namespace(ops=None, category=None, exclude=None, dtype="float32", seed=41, tiny=False, shard=None,
-                     ctx=None, device=None, size_target=None, manifest=None, int64_tensor=None)
+                     ctx=None, device=None, size_target=None, manifest=None, int64_tensor=None,
+                     engine="native")
     device = BACKEND.check(args)
     keys = sorted(spec.key for spec in BACKEND.plan(args, device).specs)
     assert keys == STORED.read_text().splitlines()

@@ -85,7 +85,7 @@ class MXNetBackend:
         _check_names(split(args.ops))
         specs, skipped = generate_cases(ops=split(args.ops), categories=split(args.category), dtype=args.dtype,
                                         ctx=device, int64_tensor=args.large, run_backward=True, seed=args.seed,
-                                        tiny=args.tiny)
+                                        tiny=args.tiny, counted=args.engine == "instructions")
         specs, skipped, excluded = exclude_specs(specs, skipped, split(args.exclude))
         settings = {"ctx": device, "int64_tensor": args.int64_tensor or "off"}
         extra = {"reported_category": moved} if (moved := _reported_categories(specs, split(args.category))) else {}

@@ -207,18 +207,20 @@ def _make_spec(name: str, label: Optional[str], inputs: Dict[str, Any], dtype: s
 def generate_cases(ops: Optional[Iterable[Any]] = None, categories: Optional[Iterable[str]] = None,
                    dtype: str = "float32", ctx: Any = "cpu(0)", int64_tensor: bool = False,
                    run_backward: bool = True, seed: int = DEFAULT_SEED, tiny: bool = False,
-                   ) -> Tuple[List[CaseSpec], List[Tuple[str, str]]]:
+                   counted: bool = False) -> Tuple[List[CaseSpec], List[Tuple[str, str]]]:
     """All cases for the chosen operators, and the operators that get none, with the reason.
 
     Order is deterministic: by operator name, then the rule's variant order. `tiny` builds the
-    same combinations at toy sizes (tests); `int64_tensor` uses the large-tensor set and is
-    refused on an MXNet without INT64_TENSOR_SIZE.
+    same combinations at toy sizes (tests); `counted` at the instruction engine's shapes
+    (rules.Profile); `int64_tensor` uses the large-tensor set and is refused on an MXNet
+    without INT64_TENSOR_SIZE.
     """
     check_dtype(dtype)
     ctx = normalize_ctx(ctx)
     if int64_tensor:
         require_int64()
-    profile = rules.TINY if tiny else (rules.LARGE if int64_tensor else rules.STANDARD)
+    profile = (rules.TINY if tiny else rules.LARGE if int64_tensor else rules.COUNT if counted
+               else rules.STANDARD)
     specs: List[CaseSpec] = []
     skipped: List[Tuple[str, str]] = []
     for name in resolve_ops(ops, categories):

@@ -1,7 +1,8 @@
 """Default inputs for every operator: valid values, opperf's shapes, one case per combination.
 
 A rule is a function of a size Profile ("standard" = opperf's default shapes, "large" = the
-int64 large-tensor set, "tiny" = the same structure at toy sizes for tests) that returns the
+int64 large-tensor set, "tiny" = the same structure at toy sizes for tests, "count" = the
+instruction engine's shapes, see Profile) that returns the
 list of input combinations (variants) for one operator. Each variant is a dict from MXNet
 argument name to a JSON description:
 
@@ -53,12 +54,25 @@ FLOAT16_MAX = 65504
 
 @dataclass(frozen=True)
 class Profile:
-    """Which size set a rule builds: "standard", "large" or "tiny"."""
+    """Which size set a rule builds: "standard", "large", "tiny" or "count".
+
+    "count" is the instruction engine's (docs/INSTRUCTIONS.md, Cost and shapes): under valgrind
+    a call costs ~100x its native time, and at tiny shapes a call is mostly MXNet's Python and
+    dispatch (~140,000 instructions) whose count varies by a few hundred instructions from one
+    repeat to the next (allocator and hash-table paths). Its shapes make an operator's own work
+    about 1M instructions or more (2^17 elements in the shared 2-D slots), so that jitter stays
+    under 0.1%, while a native call stays well under a millisecond. Rules that give no count
+    value keep their tiny one: their counts are mostly call overhead, judged with their own
+    spread where it shows.
+    """
 
     name: str = "standard"
 
-    def pick(self, standard: Any, tiny: Any, large: Any = None) -> Any:
-        """Choose per profile; without a large value the large set keeps the standard one."""
+    def pick(self, standard: Any, tiny: Any, large: Any = None, count: Any = None) -> Any:
+        """Choose per profile; without a large value the large set keeps the standard one, and
+        without a count value the count set keeps the tiny one."""
+        if self.name == "count":
+            return tiny if count is None else count
         if self.name == "tiny":
             return tiny
         if self.name == "large" and large is not None:
@@ -66,8 +80,8 @@ class Profile:
         return standard
 
 
-STANDARD, LARGE, TINY = Profile("standard"), Profile("large"), Profile("tiny")
-PROFILES = {p.name: p for p in (STANDARD, LARGE, TINY)}
+STANDARD, LARGE, TINY, COUNT = Profile("standard"), Profile("large"), Profile("tiny"), Profile("count")
+PROFILES = {p.name: p for p in (STANDARD, LARGE, TINY, COUNT)}
 
 
 # ---------------------------------------------------------------- tensor descriptions
@@ -93,30 +107,34 @@ def data_shapes(p: Profile) -> List[Shape]:
     """opperf's generic `data`: a square matrix, a long column, a tall matrix."""
     return p.pick([(1024, 1024), (10000, 1), (10000, 100)],
                   [(4, 6), (8, 1), (8, 3)],
-                  [(2 ** 16, 2 ** 16), (2 ** 32, 1), (2 ** 28, 2 ** 4)])
+                  [(2 ** 16, 2 ** 16), (2 ** 32, 1), (2 ** 28, 2 ** 4)],
+                  [(256, 512), (2 ** 17, 1), (2048, 64)])
 
 
 def lhs_shapes(p: Profile) -> List[Shape]:
     return p.pick([(1024, 1024), (10000, 10), (10000, 1)],
                   [(4, 6), (8, 2), (8, 1)],
-                  [(2 ** 16, 2 ** 16), (2 ** 28, 2 ** 4), (2 ** 32, 1)])
+                  [(2 ** 16, 2 ** 16), (2 ** 28, 2 ** 4), (2 ** 32, 1)],
+                  [(256, 512), (2 ** 14, 8), (2 ** 17, 1)])
 
 
 def nn4d_shapes(p: Profile) -> List[Shape]:
     """opperf's NN 4-D inputs (N, C, H, W)."""
     return p.pick([(32, 3, 256, 256), (32, 3, 10000, 10)],
                   [(2, 3, 6, 6), (2, 3, 8, 4)],
-                  [(2 ** 14, 3, 2 ** 8, 2 ** 8 + 2)])
+                  [(2 ** 14, 3, 2 ** 8, 2 ** 8 + 2)],
+                  [(4, 3, 64, 64), (4, 3, 1024, 10)])
 
 
 def rearrange4d_shapes(p: Profile) -> List[Shape]:
     return p.pick([(1, 4, 2, 4), (10, 25, 10, 100)],
                   [(1, 4, 2, 4), (2, 3, 2, 6)],
-                  [(1, 4, 2 ** 15, 2 ** 15 + 2)])
+                  [(1, 4, 2 ** 15, 2 ** 15 + 2)],
+                  [(1, 4, 2, 4), (4, 16, 16, 128)])
 
 
 def linalg_n(p: Profile) -> int:
-    return p.pick(1024, 4)
+    return p.pick(1024, 4, count=64)
 
 
 SCALARS_3 = [0.1, 0.5, 0.9]  # opperf's lr / wd / momentum values
@@ -323,8 +341,8 @@ def _reshape_like(p: Profile, op: str) -> List[Variant]:
 
 @rule("dot")
 def _dot(p: Profile, op: str) -> List[Variant]:
-    n = p.pick(1024, 4)
-    m, k = p.pick((1000, 10), (5, 2))
+    n = p.pick(1024, 4, count=128)
+    m, k = p.pick((1000, 10), (5, 2), count=(256, 16))
     return [
         (None, {"lhs": T((n, n)), "rhs": T((n, n))}),
         (None, {"lhs": T((m, k)), "rhs": T((k, m))}),
@@ -334,8 +352,8 @@ def _dot(p: Profile, op: str) -> List[Variant]:
 
 @rule("batch_dot")
 def _batch_dot(p: Profile, op: str) -> List[Variant]:
-    b, n = p.pick((32, 128), (2, 4))
-    m, k = p.pick((256, 32), (5, 3))
+    b, n = p.pick((32, 128), (2, 4), count=(4, 64))
+    m, k = p.pick((256, 32), (5, 3), count=(64, 16))
     return [
         (None, {"lhs": T((b, n, n)), "rhs": T((b, n, n))}),
         (None, {"lhs": T((b, m, k)), "rhs": T((b, k, m))}),
@@ -902,7 +920,8 @@ def _leaky_relu(p: Profile, op: str) -> List[Variant]:
 def _conv_shapes(p: Profile) -> List[Shape]:
     return p.pick([(32, 3, 256), (32, 3, 64), (32, 3, 256, 256), (32, 3, 64, 64)],
                   [(2, 3, 8), (2, 3, 6), (2, 3, 8, 8), (2, 3, 6, 6)],
-                  [(2 ** 24, 3, 2 ** 8 + 2), (2 ** 14, 3, 2 ** 8, 2 ** 8 + 2)])
+                  [(2 ** 24, 3, 2 ** 8 + 2), (2 ** 14, 3, 2 ** 8, 2 ** 8 + 2)],
+                  [(8, 3, 1024), (8, 3, 256), (4, 3, 64, 64), (4, 3, 32, 32)])
 
 
 @rule("Pooling")
@@ -927,7 +946,7 @@ def _roi_pooling(p: Profile, op: str) -> List[Variant]:
     s, n_rois = p.pick(((32, 3, 256, 256), 256), ((2, 3, 8, 8), 3))
     return [(None, {"data": T(s), "rois": T((n_rois, 5), "rois", grad=False, batch=s[0],
                                             height=s[2], width=s[3]),
-                    "pooled_size": [7, 7] if p.name != "tiny" else [2, 2],
+                    "pooled_size": p.pick([7, 7], [2, 2]),
                     "spatial_scale": 1.0})]
 
 

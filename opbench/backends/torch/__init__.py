@@ -22,6 +22,9 @@ EXECUTOR = "opbench.backends.torch.executor:execute"
 DTYPES = ("float32", "float64", "float16", "bfloat16", "int32", "int64")
 ENGINES = ("native", "python", "instructions")
 DEFAULT_SIZE_TARGET = 2**20
+#: under --engine instructions: an operator's own work of ~1M instructions or more, so the
+#: call overhead's jitter between repeats stays under 0.1% (docs/INSTRUCTIONS.md, Cost and shapes)
+COUNT_SIZE_TARGET = 2**17
 #: discovery's seed (which samples OpInfo draws): fixed, so a manifest is one per size target
 DISCOVERY_SEED = 0
 #: A worker is restarted after a case that leaves it above this resident memory. torch frees
@@ -92,7 +95,8 @@ class TorchBackend:
             if category not in CATEGORIES:
                 raise UsageError(f"unknown category {category!r}; choose from {', '.join(CATEGORIES)}")
         if args.size_target is None:
-            args.size_target = 4096 if args.tiny else DEFAULT_SIZE_TARGET
+            args.size_target = (4096 if args.tiny else COUNT_SIZE_TARGET if args.engine == "instructions"
+                                else DEFAULT_SIZE_TARGET)
         device = check_device(parse_device(args.device or "cpu"))
         if getattr(args, "flush_l2", False) and not device.startswith("cuda"):
             raise UsageError("--flush-l2 evicts a GPU's L2 cache; it needs --device cuda (or cuda:N)")
