@@ -81,6 +81,10 @@ class Suite:
     #: ISA, torch's CPU capability, the BLAS core): run natively and under valgrind by an
     #: instruction sweep, whose report warns where they differ (benchcore.execute.code_path)
     code_path_probes: Tuple[str, ...] = ()
+    #: (variable, value) pairs the suite's frameworks need to count instructions deterministically,
+    #: added to the valgrind worker's environment (benchcore.execute.valgrind.launcher; MXNet's
+    #: NaiveEngine: frameworks.mxnet.COUNT_ENVIRONMENT)
+    count_environment: Tuple[Tuple[str, str], ...] = ()
 
 
 def declared(name: str) -> Suite:

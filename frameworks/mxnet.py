@@ -16,6 +16,10 @@ THREAD_VARIABLES = ("MXNET_CPU_WORKER_NTHREADS", "MXNET_ENGINE_TYPE")
 DISTRIBUTIONS = ("mxnet", "mxnet-mkl", "mxnet-native")
 #: what a history's environment summary shows of MXNet (benchcore.suite.Suite.summary_keys)
 SUMMARY_KEYS = (("mxnet.version", "MXNet {}"),)
+#: under the instruction engine (benchcore.suite.Suite.count_environment): the NaiveEngine runs
+#: each operator inside the calling thread, so the counted call holds the operator's work and no
+#: engine thread's scheduling enters the count
+COUNT_ENVIRONMENT = (("MXNET_ENGINE_TYPE", "NaiveEngine"),)
 
 
 def collect() -> dict:

@@ -7,6 +7,8 @@ from typing import Any, Callable, Optional
 
 #: what a history's environment summary shows of torch (benchcore.suite.Suite.summary_keys)
 SUMMARY_KEYS = (("torch.gpu.name", "{}"), ("torch.version", "torch {}"))
+#: nothing torch needs under the instruction engine beyond one thread (benchcore.suite.Suite.count_environment)
+COUNT_ENVIRONMENT: tuple = ()
 
 
 def collect() -> dict:

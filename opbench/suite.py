@@ -120,6 +120,7 @@ def declare(executor: str, frameworks: Tuple[str, ...], combine_rounds: Callable
                  collectors=("frameworks.mxnet:thread_settings", *(f"{adapter.__name__}:collect" for adapter in adapters)),
                  summary_keys=tuple(key for adapter in adapters for key in adapter.SUMMARY_KEYS), timings=timings,
                  code_path_probes=tuple(f"{adapter.__name__}:code_path" for adapter in adapters),
+                 count_environment=tuple(pair for adapter in adapters for pair in adapter.COUNT_ENVIRONMENT),
                  category=category,
                  combine_rounds=combine_rounds, finish_merge=finish_merged, chart_style="slowest", uses_gpu=uses_gpu)
 

@@ -14,9 +14,10 @@ Natively the requests are a few no-op instructions, so the same code runs outsid
 Cache simulation (`--cache-sim=yes`) adds first-level and last-level misses; its geometry is
 pinned (`Geometry`, default below) so the figures do not depend on the host's caches.
 
-Determinism comes from the prefix's environment: one thread for OpenMP/MKL/OpenBLAS, MXNet's
-NaiveEngine (the operator runs inside the calling thread), PYTHONHASHSEED=0, and `setarch -R`
-(no address randomisation) where it exists.
+Determinism comes from the prefix's environment: one thread for OpenMP/MKL/OpenBLAS,
+PYTHONHASHSEED=0, what the suite's frameworks declare (Suite.count_environment; MXNet's
+NaiveEngine runs the operator inside the calling thread), and `setarch -R` (no address
+randomisation) where it exists.
 """
 
 from __future__ import annotations
@@ -42,13 +43,12 @@ SLOWDOWN = 100
 #: callgrind is ~2.2x its native size (MXNet: 0.4 GB → 0.88 GB), so --memory-limit-gb is scaled by
 #: this (else every case would restart the worker and pay the 80 s import again)
 MEMORY_SCALE = 3.0
-#: the worker's environment under the engine (see the module docstring)
+#: the worker's environment under the engine, before the suite's own (see the module docstring)
 DETERMINISTIC_ENV = {
     "PYTHONHASHSEED": "0",
     "OMP_NUM_THREADS": "1",
     "MKL_NUM_THREADS": "1",
     "OPENBLAS_NUM_THREADS": "1",
-    "MXNET_ENGINE_TYPE": "NaiveEngine",
 }
 #: the worker reads the client-request shim's path from here (see Collector.in_worker)
 SHIM_ENV = "BENCHCORE_CALLGRIND_SHIM"
@@ -140,9 +140,12 @@ def find_valgrind() -> str:
     return path
 
 
-def launcher(geometry: Optional[Geometry], shim: str, valgrind: Optional[str] = None) -> List[str]:
-    """The prefix of a worker's command line under callgrind (see the module docstring)."""
-    prefix = ["env", *(f"{k}={v}" for k, v in DETERMINISTIC_ENV.items()), f"{SHIM_ENV}={shim}"]
+def launcher(geometry: Optional[Geometry], shim: str, valgrind: Optional[str] = None,
+             environment: Optional[Dict[str, str]] = None) -> List[str]:
+    """The prefix of a worker's command line under callgrind (see the module docstring);
+    `environment`: the suite's (Suite.count_environment)."""
+    variables = {**DETERMINISTIC_ENV, **(environment or {})}
+    prefix = ["env", *(f"{k}={v}" for k, v in variables.items()), f"{SHIM_ENV}={shim}"]
     setarch = shutil.which("setarch")
     if setarch and _setarch_works(setarch):
         prefix += [setarch, os.uname().machine, "-R"]
@@ -287,13 +290,14 @@ class Plan:
     record: dict
 
 
-def plan(cache_sim: str) -> Plan:
+def plan(cache_sim: str, environment: Optional[Dict[str, str]] = None) -> Plan:
     """Check the tools and the geometry before anything runs (a UsageError names the fix). A
-    --ray sweep's nodes plan again for themselves (benchcore.execute.cluster.node)."""
+    --ray sweep's nodes plan again for themselves (benchcore.execute.cluster.node), with the
+    environment the record carries. `environment`: the suite's (Suite.count_environment)."""
     geometry = parse_geometry(cache_sim)
     valgrind = find_valgrind()
-    prefix = launcher(geometry, build_shim(), valgrind)
-    return Plan(tuple(prefix), settings_record(prefix, geometry))
+    prefix = launcher(geometry, build_shim(), valgrind, environment)
+    return Plan(tuple(prefix), settings_record(prefix, geometry, environment))
 
 
 def apply(job, found: Plan) -> None:
@@ -315,12 +319,15 @@ def tool_version(valgrind: Optional[str] = None) -> Optional[str]:
     return done.stdout.strip() or None
 
 
-def settings_record(prefix: Sequence[str], geometry: Optional[Geometry]) -> dict:
-    """What a report records of how its counts were taken."""
+def settings_record(prefix: Sequence[str], geometry: Optional[Geometry],
+                    environment: Optional[Dict[str, str]] = None) -> dict:
+    """What a report records of how its counts were taken; `environment` (the suite's variables)
+    also tells a --ray node how to build its own launcher."""
     from benchcore.measure.instructions import NO_AUDIT
 
     return {"launcher": list(prefix), "tool": "callgrind", "version": tool_version(),
             "cache_sim": geometry.to_dict() if geometry else None, "audit": NO_AUDIT,
+            "environment": dict(environment or {}),
             "address_randomisation": "off (setarch -R)" if "-R" in prefix else "as the system has it"}
 
 

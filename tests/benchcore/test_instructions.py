@@ -49,7 +49,7 @@ def test_malformed_geometry_names_the_fix(text, words):
 
 def test_launcher_pins_the_environment_and_the_caches():
     prefix = valgrind.launcher(valgrind.DEFAULT_GEOMETRY, "/x/shim.so", "/usr/bin/valgrind")
-    assert prefix[0] == "env" and "PYTHONHASHSEED=0" in prefix and "MXNET_ENGINE_TYPE=NaiveEngine" in prefix
+    assert prefix[0] == "env" and "PYTHONHASHSEED=0" in prefix
     assert "OMP_NUM_THREADS=1" in prefix and f"{valgrind.SHIM_ENV}=/x/shim.so" in prefix
     tool = prefix[prefix.index("/usr/bin/valgrind"):]
     assert tool[:4] == ["/usr/bin/valgrind", "--tool=callgrind", "--quiet", "--collect-atstart=no"]
@@ -318,3 +318,16 @@ def test_the_engine_runs_no_audit_by_default_and_says_why():
     assert build_parser(backend, engine="instructions").parse_args([]).no_audit is True
     assert build_parser(backend, engine="native").parse_args([]).no_audit is False
     assert "100x slower" in valgrind.settings_record(["valgrind"], None)["audit"]
+
+
+def test_the_suites_framework_declares_what_it_needs_to_count_and_the_launcher_sets_it():
+    """MXNet's NaiveEngine comes from its adapter (the core names no framework); torch adds nothing."""
+    from opbench.backends import backend_for
+
+    mxnet_env = dict(backend_for("mxnet").suite.count_environment)
+    assert mxnet_env == {"MXNET_ENGINE_TYPE": "NaiveEngine"}
+    assert backend_for("torch").suite.count_environment == ()
+    prefix = valgrind.launcher(None, "/tmp/shim.so", "/usr/bin/valgrind", mxnet_env)
+    assert "MXNET_ENGINE_TYPE=NaiveEngine" in prefix and "OMP_NUM_THREADS=1" in prefix
+    assert not any(arg.startswith("MXNET_") for arg in valgrind.launcher(None, "/tmp/shim.so", "/usr/bin/valgrind"))
+    assert valgrind.settings_record(prefix, None, mxnet_env)["environment"] == mxnet_env

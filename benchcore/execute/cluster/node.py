@@ -201,7 +201,7 @@ def shard_main(task: ShardTask, checkpoint: Path) -> dict:
     if task.counting is not None:
         from benchcore.execute import valgrind
 
-        launcher = valgrind.plan(task.counting).launcher
+        launcher = valgrind.plan(task.counting, (task.options.get("valgrind") or {}).get("environment")).launcher
     run_slots(task.slots, task.executor, task.options, isolate=True, timeout_s=task.timeout_s,
               checkpoint=checkpoint, memory_limit_bytes=task.memory_limit_bytes, launcher=launcher)
     return {"system": {"start": start.to_dict(), "end": read_system().to_dict()}}
