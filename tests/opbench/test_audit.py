@@ -178,3 +178,18 @@ def test_counts_read_the_arrays_own_buffer_and_agree_with_a_chunked_copy(monkeyp
     monkeypatch.setattr(executor, "_host_view", lambda array: None)
     monkeypatch.setattr(audit, "TRANSFER_VALUES", 7)
     assert executor._counts(array) == lent == audit.count(values)
+
+
+def test_an_output_in_onednns_blocked_layout_is_reordered_once_and_viewed():
+    """A convolution's output lends no buffer (oneDNN's layout): one default-layout copy is viewed,
+    instead of a chunked read that reordered the whole array for every chunk."""
+    from opbench.backends.mxnet import executor
+
+    data = mx.nd.array(np.random.default_rng(5).standard_normal((2, 3, 16, 16)).astype(np.float32))
+    weight = mx.nd.array(np.random.default_rng(6).standard_normal((8, 3, 3, 3)).astype(np.float32))
+    output = mx.nd.Convolution(data, weight, no_bias=True, kernel=(3, 3), num_filter=8)
+    with pytest.raises(mx.base.MXNetError, match="MKLDNN"):
+        output.to_dlpack_for_read()  # the layout the reorder is for (a build without oneDNN has none)
+    view = executor._host_view(output)
+    assert view is not None and np.array_equal(view, output.asnumpy())
+    assert executor._counts(output) == audit.count(output.asnumpy())

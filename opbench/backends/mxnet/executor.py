@@ -429,10 +429,14 @@ class _Lent:
         return (1, 0)  # kDLCPU
 
 
-def _host_view(array):
+def _host_view(array, reordered: bool = False):
     """A read-only numpy view of a CPU NDArray's buffer (after its pending writes), or None where
     MXNet (before DLPack) or numpy (before from_dlpack) cannot lend it, and for a boolean array
-    (numpy refuses DLPack's bool, and a refused capsule's deleter errs in MXNet's ctypes)."""
+    (numpy refuses DLPack's bool, and a refused capsule's deleter errs in MXNet's ctypes).
+
+    An array in oneDNN's blocked layout (a convolution's output) lends no buffer: it is reordered
+    once, into a copy in MXNet's default layout, and viewed there. Read a chunk at a time
+    instead, it was reordered whole for every chunk: 39 s for one 528 MB output (docs/SPEED.md)."""
     import numpy as np
 
     from_dlpack = getattr(np, "from_dlpack", None) or getattr(np, "_from_dlpack", None)
@@ -441,7 +445,9 @@ def _host_view(array):
         return None
     try:
         return from_dlpack(_Lent(array.to_dlpack_for_read()))
-    except (TypeError, ValueError, BufferError, RuntimeError):
+    except (TypeError, ValueError, BufferError, RuntimeError) as exc:
+        if "MKLDNN" in str(exc) and not reordered:
+            return _host_view(array.copy(), reordered=True)
         return None
 
 
