@@ -206,22 +206,12 @@ def _changes_table(changes: Sequence[Change], pages) -> str:
         page = pages.get(c.case_key)
         name = f"<a href='{_e(page)}'>{_e(c.label)}</a>" if page else _e(c.label)
         rows.append(f"<tr><td>{name}</td><td>{_e(c.metric)}</td><td class='{'slower' if c.slower else 'faster'}'>"
-                    f"{100 * c.change:+.2f}%</td><td class='num'>{_span(c)}</td><td>{_rests_on(c)}</td>"
+                    f"{100 * c.change:+.2f}%</td><td class='num'>{_e(c.span())}</td><td>{_e(c.basis())}</td>"
                     f"<td>{_e(c.run.name)}{_commit_text(c.run)}</td><td>{c.runs_after}</td></tr>")
     return ("<table><tr><th>case</th><th>metric</th><th>change</th><th>before → after</th><th>rests on</th>"
             "<th>first run</th><th>runs at new level</th></tr>" + "".join(rows) + "</table>")
 
 
-def _span(c: Change) -> str:
-    return f"{figure_text(c.before_ms, c.unit)} → {figure_text(c.after_ms, c.unit)} {_e(c.unit)}"
-
-
-def _rests_on(c: Change) -> str:
-    """Time, or counts with the band the step passed and, for a non-repeatable quantity, why."""
-    if c.unit == "ms":
-        return "time"
-    why = f"<br><span class='muted'>non-repeatable: {_e(c.non_repeatable)}</span>" if c.non_repeatable else ""
-    return f"instruction counts (band ±{100 * c.threshold:.2f}%){why}"
 
 
 # --------------------------------------------------------------------------- a case's page
@@ -322,7 +312,7 @@ def _hover(p: Point, run: Run, metric: str, env_summary: str) -> str:
 
 def _step_hover(c: Change) -> str:
     state = "latest run only" if c.provisional else f"{c.runs_after} runs"
-    return (f"<b>{'slower' if c.slower else 'faster'} {100 * c.change:+.2f}%</b> on {_e(c.rests_on)}<br>{_span(c)}"
+    return (f"<b>{'slower' if c.slower else 'faster'} {100 * c.change:+.2f}%</b> on {_e(c.rests_on)}<br>{_e(c.span())}"
             f"<br>from {_e(c.run.name)} (after {_e(c.previous.name)})<br>{state}")
 
 

@@ -43,7 +43,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from benchcore.compare.count_verdicts import judge, non_repeatable
-from benchcore.history.store import History, Point, Run, count_metric
+from benchcore.history.store import History, Point, Run, count_metric, figure_text
 from benchcore.measure.instructions import HEADLINE, PHASES, Counts
 from benchcore.measure.measurement import within_step
 
@@ -246,6 +246,18 @@ class Change:
     @property
     def rests_on(self) -> str:
         return "time" if self.unit == "ms" else "instruction counts"
+
+    def basis(self) -> str:
+        """What the step rests on, as both history views write it: time, or counts with the band
+        the step passed and, for a quantity whose repeats disagree, why."""
+        if self.unit == "ms":
+            return "time"
+        note = f"; non-repeatable: {self.non_repeatable}" if self.non_repeatable else ""
+        return f"instruction counts (band ±{100 * self.threshold:.2f}%{note})"
+
+    def span(self) -> str:
+        """The level before → after, in the series' unit."""
+        return f"{figure_text(self.before_ms, self.unit)} → {figure_text(self.after_ms, self.unit)} {self.unit}"
 
     @property
     def change(self) -> float:

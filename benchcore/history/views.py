@@ -6,7 +6,7 @@ import json
 from typing import Dict, List, Sequence
 
 from benchcore.history.detect import Change
-from benchcore.history.store import History, figure_text
+from benchcore.history.store import History
 
 
 def change_dict(change: Change, history: History) -> dict:
@@ -67,7 +67,7 @@ def changes_markdown(changes: Sequence[Change], history: History, threshold: flo
         now = ("holds" if c.holds else "undone") + (", latest run only" if c.provisional else "")
         direction = "slower" if c.slower else "faster"
         lines.append(f"| {_cell(c.label)} | {c.metric} | {direction} {100 * c.change:+.1f}% | "
-                     f"{_span(c)} | {_rests_on(c)} | {_cell(_run_text(c.run))} | "
+                     f"{c.span()} | {_cell(c.basis())} | {_cell(_run_text(c.run))} | "
                      f"{_cell(_run_text(c.previous))} | {c.runs_after} | {now} |")
     environments = sorted({c.environment_id for c in changes})
     if len(environments) > 1 or len(history.environments) > 1:
@@ -75,16 +75,6 @@ def changes_markdown(changes: Sequence[Change], history: History, threshold: flo
     return "\n".join(lines)
 
 
-def _span(c: Change) -> str:
-    return f"{figure_text(c.before_ms, c.unit)} → {figure_text(c.after_ms, c.unit)} {c.unit}"
-
-
-def _rests_on(c: Change) -> str:
-    """What the step rests on; for counts the band it passed, and a non-repeatable quantity named."""
-    if c.unit == "ms":
-        return "time"
-    note = f"; non-repeatable: {c.non_repeatable}" if c.non_repeatable else ""
-    return _cell(f"instruction counts (band ±{100 * c.threshold:.2f}%{note})")
 
 
 def _run_text(run) -> str:
