@@ -331,3 +331,20 @@ def test_the_suites_framework_declares_what_it_needs_to_count_and_the_launcher_s
     assert "MXNET_ENGINE_TYPE=NaiveEngine" in prefix and "OMP_NUM_THREADS=1" in prefix
     assert not any(arg.startswith("MXNET_") for arg in valgrind.launcher(None, "/tmp/shim.so", "/usr/bin/valgrind"))
     assert valgrind.settings_record(prefix, None, mxnet_env)["environment"] == mxnet_env
+
+
+def test_mxnet_refuses_to_count_under_a_threaded_engine(monkeypatch):
+    """Under MXNet's threaded engine the operator runs on a thread the count does not hold: a
+    case counted there would read the Python around the call (a doubled input counted the same)."""
+    from benchcore.measure.runner import RunSettings
+    from opbench.backends.mxnet.executor import execute
+
+    monkeypatch.delenv("MXNET_ENGINE_TYPE", raising=False)
+    spec = CaseSpec.from_dict({"suite": "opbench", "name": "broadcast_add", "params": {
+        "op": "broadcast_add", "category": "binary_broadcast", "inputs": {
+            "lhs": {"shape": [4, 6], "init": "normal", "dtype": "float32"},
+            "rhs": {"shape": [4, 6], "init": "normal", "dtype": "float32"}},
+        "dtype": "float32", "ctx": "cpu(0)", "run_backward": True, "seed": 41}})
+    options = {"profiler": "instructions", "settings": RunSettings(warmup=1, runs=1).to_dict(), "audit": False}
+    with pytest.raises(UsageError, match="needs MXNET_ENGINE_TYPE=NaiveEngine"):
+        execute(spec, options)

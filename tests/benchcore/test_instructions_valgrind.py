@@ -14,6 +14,7 @@ import pytest
 from benchcore.compare import count_verdicts
 from benchcore.measure.instructions import counts_of
 from benchcore.report.model import Report
+from frameworks.mxnet import COUNT_ENVIRONMENT
 
 pytestmark = pytest.mark.valgrind
 ROOT = Path(__file__).resolve().parents[2]
@@ -119,7 +120,7 @@ def test_function_delta_between_two_real_runs_that_differ(tmp_path, monkeypatch)
     options = {"profiler": "instructions", "settings": RunSettings(warmup=20, runs=2).to_dict(), "audit": False,
                "planted": [spec.key], "planted_factor": 2.0, "planted_second_time": True}
     runs = run_slots([Slot(spec), Slot(spec), Slot(spec)], "tests.benchcore.planted_executor:execute", options,
-                     launcher=valgrind.plan("off").launcher, timeout_s=1500)
+                     launcher=valgrind.plan("off", dict(COUNT_ENVIRONMENT)).launcher, timeout_s=1500)
     base, new, again = (result for _slot, result in runs)
     assert base.ok and new.ok and again.ok, (base.error, new.error, again.error)
     found = count_verdicts.compare_counts(Report("opbench", results=[base]), Report("opbench", results=[new]))

@@ -160,9 +160,16 @@ def build_workload(materialized, with_backward: bool, device: str = "cpu") -> Wo
 
 def run_instructions(workload: Workload, settings: RunSettings) -> dict:
     """Counts under callgrind (benchcore.measure.instructions): the worker runs under valgrind's launcher,
-    with MXNet's NaiveEngine, so each operator runs inside the counted call."""
+    with MXNet's NaiveEngine, so each operator runs inside the counted call. Under a threaded
+    engine the operator runs on an engine thread the count does not hold (a doubled input counted
+    the same), so a worker without it is refused rather than left to count the Python around."""
     from benchcore.execute.valgrind import count_in_worker
+    from frameworks.mxnet import COUNT_ENVIRONMENT
 
+    for name, value in COUNT_ENVIRONMENT:
+        if os.environ.get(name) != value:
+            raise UsageError(f"the instruction engine needs {name}={value} in MXNet's worker (it has "
+                             f"{os.environ.get(name)!r}): launch it with valgrind.plan(..., suite.count_environment)")
     metrics = count_in_worker(workload, settings)
     metrics["profiler"] = None
     return metrics
