@@ -10,6 +10,12 @@ thread (Linux, /proc/<pid>/task/<tid>/schedstat: ns on a CPU, ns runnable but wa
 every worker records it around each case, and a bimodal quantity's report can say whether its
 slow rounds were the ones that waited (benchcore.measure.modes.cause).
 
+On a virtual machine a third thief sits outside the guest: the hypervisor runs other guests on
+the host's cores, and the time it takes a vCPU away shows in no thread's schedstat (neither
+running nor waiting) — only as the VM's *steal* time (/proc/stat). Each record holds the share
+of the CPUs' time stolen while the case ran, so a slow round on an idle guest can be told from
+one the host slowed.
+
 Measured around the whole case (warmup and timed runs; the worker's own threads, the
 framework's engine and OpenMP threads included). On a system without schedstat the record
 holds nulls and the reason.
@@ -22,8 +28,11 @@ from dataclasses import dataclass
 from typing import Dict, Optional, Tuple
 
 #: a case's record: share of its threads' time spent waiting for a CPU, the CPUs' worth of work
-#: other processes did meanwhile, the 1-minute load average when it started
-FIELDS = ("cpu_wait_share", "others_cpus", "load_1min")
+#: other processes did meanwhile, the share of the CPUs' time the hypervisor stole meanwhile,
+#: the 1-minute load average when it started
+FIELDS = ("cpu_wait_share", "others_cpus", "steal_share", "load_1min")
+#: /proc/stat's cpu line: user nice system idle iowait irq softirq steal …
+_IDLE, _IOWAIT, _STEAL = 3, 4, 7
 
 
 def _threads() -> Optional[Dict[str, Tuple[int, int]]]:
@@ -43,15 +52,18 @@ def _threads() -> Optional[Dict[str, Tuple[int, int]]]:
     return found or None
 
 
-def _machine() -> Optional[Tuple[int, int]]:
-    """(busy, all) clock ticks of all CPUs since boot (/proc/stat); None where there is none."""
+def _machine() -> Optional[Tuple[int, int, int]]:
+    """(busy, stolen, all) clock ticks of all CPUs since boot (/proc/stat), busy without the
+    stolen ticks (the guest did no work in them); None where there is none. /proc/stat's guest
+    columns (after steal) are already inside user and nice, so they are not summed."""
     try:
         with open("/proc/stat") as handle:
-            ticks = [int(x) for x in handle.readline().split()[1:]]
+            ticks = [int(x) for x in handle.readline().split()[1:]][:_STEAL + 1]
     except (OSError, ValueError):
         return None
-    idle = ticks[3] + (ticks[4] if len(ticks) > 4 else 0)
-    return sum(ticks) - idle, sum(ticks)
+    steal = ticks[_STEAL] if len(ticks) > _STEAL else 0
+    idle = ticks[_IDLE] + (ticks[_IOWAIT] if len(ticks) > _IOWAIT else 0)
+    return sum(ticks) - idle - steal, steal, sum(ticks)
 
 
 def _own_ticks() -> int:
@@ -62,7 +74,7 @@ def _own_ticks() -> int:
 @dataclass(frozen=True)
 class Snapshot:
     threads: Optional[Dict[str, Tuple[int, int]]]
-    machine: Optional[Tuple[int, int]]
+    machine: Optional[Tuple[int, int, int]]
     own_ticks: int
     load_1min: Optional[float]
 
@@ -78,7 +90,7 @@ def snapshot() -> Snapshot:
 def between(before: Snapshot, after: Snapshot) -> dict:
     """The record of what happened between two snapshots of this process (FIELDS, plus `reason`
     where a field could not be measured)."""
-    record: dict = {"cpu_wait_share": None, "others_cpus": None, "load_1min": before.load_1min}
+    record: dict = {"cpu_wait_share": None, "others_cpus": None, "steal_share": None, "load_1min": before.load_1min}
     reasons = []
     if before.threads is None or after.threads is None:
         reasons.append("no /proc/<pid>/task/<tid>/schedstat on this system")
@@ -91,10 +103,11 @@ def between(before: Snapshot, after: Snapshot) -> dict:
     if before.machine is None or after.machine is None:
         reasons.append("no /proc/stat on this system")
     else:
-        busy, total = after.machine[0] - before.machine[0], after.machine[1] - before.machine[1]
+        busy, stolen, total = (now - then for now, then in zip(after.machine, before.machine))
         if total > 0:
             others = max(0, busy - (after.own_ticks - before.own_ticks))
             record["others_cpus"] = others / total * (os.cpu_count() or 1)
+            record["steal_share"] = stolen / total
         else:
             reasons.append("others_cpus: the case took less than one of /proc/stat's clock ticks")
     if reasons:

@@ -148,6 +148,8 @@ def pair_text(base: "Measurement", new: "Measurement") -> Optional[str]:
 #: rounds' by this much (absolute) and by half again; the other processes "were busier" when
 #: they used this many more CPUs' worth during the slow rounds
 WAIT_MARGIN, WAIT_FACTOR, OTHERS_MARGIN = 0.10, 1.5, 0.5
+#: slow rounds blamed on the hypervisor: this much more of the CPUs' time stolen, and this factor
+STEAL_MARGIN, STEAL_FACTOR = 0.05, 1.5
 
 
 def _pct(value: float) -> str:
@@ -165,10 +167,12 @@ def cause(found: Modes, records: Optional[Sequence[dict]], round_count: int) -> 
     (benchcore.measure.contention: one per round, in the rounds' order); None without them.
 
     Across processes: whether the slow rounds' threads waited for a CPU more than the fast
-    rounds' (CPU contention: other processes held the CPUs), or ran while other processes kept
-    the machine busier (shared caches, memory bandwidth, the host's cores); when every round
-    waited alike and much, the machine was busy throughout and may still be the cause, within
-    rounds; otherwise the cause is not the machine's load. Within a round: how much it waited."""
+    rounds' (CPU contention: other processes held the CPUs), or the hypervisor stole more of the
+    VM's CPU time while they ran (steal, which no thread's wait shows; records written before
+    steal was recorded skip this test), or ran while other processes kept the machine busier
+    (shared caches, memory bandwidth, the host's cores); when every round waited alike and much,
+    the machine was busy throughout and may still be the cause, within rounds; otherwise the
+    cause is not the machine's load. Within a round: how much it waited."""
     if not records or len(records) != round_count or any(not isinstance(r, dict) for r in records):
         return None
     if found.kind == WITHIN:
@@ -183,10 +187,15 @@ def cause(found: Modes, records: Optional[Sequence[dict]], round_count: int) -> 
     others = [_median_of(records, rounds, "others_cpus") for rounds in (found.rounds, fast_rounds)]
     if None in waits or None in others:
         return None
+    steals = [_median_of(records, rounds, "steal_share") for rounds in (found.rounds, fast_rounds)]
     evidence = (f"the slow rounds' threads waited for a CPU {_pct(waits[0])} of their time, the fast "
-                f"rounds' {_pct(waits[1])}; other processes used {others[0]:.1f} and {others[1]:.1f} CPUs")
+                f"rounds' {_pct(waits[1])}; other processes used {others[0]:.1f} and {others[1]:.1f} CPUs"
+                + ("" if None in steals else
+                   f"; the hypervisor stole {_pct(steals[0])} and {_pct(steals[1])} of the CPUs' time"))
     if waits[0] - waits[1] >= WAIT_MARGIN and waits[0] >= WAIT_FACTOR * waits[1]:
         return f"likely cause: CPU contention from other processes ({evidence})"
+    if None not in steals and steals[0] - steals[1] >= STEAL_MARGIN and steals[0] >= STEAL_FACTOR * steals[1]:
+        return f"likely cause: the hypervisor took the VM's CPUs (steal) ({evidence})"
     if others[0] - others[1] >= OTHERS_MARGIN:
         return f"likely cause: other processes' load sharing the machine ({evidence})"
     if min(waits) >= WAIT_MARGIN:

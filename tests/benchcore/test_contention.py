@@ -20,8 +20,8 @@ def test_a_worker_records_the_time_its_case_waited_for_a_cpu():
     for result in (crowded, alone):
         assert result.status == "ok", result.error
         [record] = result.metrics["contention"]  # one record: this round's
-        assert set(record) >= {"cpu_wait_share", "others_cpus", "load_1min"} and "reason" not in record
-        assert 0 <= record["cpu_wait_share"] <= 1 and record["others_cpus"] >= 0
+        assert set(record) >= {"cpu_wait_share", "others_cpus", "steal_share", "load_1min"} and "reason" not in record
+        assert 0 <= record["cpu_wait_share"] <= 1 and record["others_cpus"] >= 0 and 0 <= record["steal_share"] <= 1
     # two busy processes on one CPU: each waits for it about half the time (more on a busy machine)
     assert crowded.metrics["contention"][0]["cpu_wait_share"] > 0.3
 
@@ -58,6 +58,29 @@ def test_slow_rounds_that_waited_for_a_cpu_are_named_cpu_contention():
     assert data["cause"].startswith("likely cause: CPU contention from other processes (the slow rounds' threads "
                                     "waited for a CPU 42% of their time, the fast rounds' 2%; other processes used")
     assert data["text"].startswith("bimodal across processes: ") and data["text"].endswith(data["cause"])
+
+
+def test_slow_rounds_the_hypervisor_stole_from_are_named_steal():
+    # an idle guest: no thread waited, no other process ran; the host took the vCPUs in rounds 2 and 4
+    stolen = [dict(r, steal_share=s) for r, s in zip(records([0.01] * 4, [0.05] * 4), (0.0, 0.3, 0.01, 0.25))]
+    data = described(levels([0.005, 0.012, 0.005, 0.012]), stolen)
+    assert data["cause"].startswith("likely cause: the hypervisor took the VM's CPUs (steal) (")
+    assert "the hypervisor stole 28% and 0% of the CPUs' time" in data["cause"]
+    # alike steal in every round is not the cause; a record without steal (an older report) skips the test
+    alike = [dict(r, steal_share=0.2) for r in records([0.01] * 4, [0.05] * 4)]
+    assert described(levels([0.005, 0.012, 0.005, 0.012]), alike)["cause"].startswith("not the machine's load")
+    assert "hypervisor" not in described(levels([0.005, 0.012, 0.005, 0.012]), records([0.01] * 4, [0.05] * 4))["cause"]
+
+
+def test_the_machine_record_parts_steal_from_busy_time(monkeypatch, tmp_path):
+    from benchcore.measure import contention
+
+    stat = tmp_path / "stat"
+    # user nice system idle iowait irq softirq steal guest guest_nice
+    stat.write_text("cpu  100 0 50 800 10 0 0 40 7 0\ncpu0 1 2 3\n")
+    real_open = open
+    monkeypatch.setattr("builtins.open", lambda path, *a, **k: real_open(stat if path == "/proc/stat" else path, *a, **k))
+    assert contention._machine() == (150, 40, 1000)
 
 
 def test_slow_rounds_that_ran_beside_busier_processes_without_waiting_are_named_their_load():
