@@ -68,16 +68,27 @@ READY = {"ready": True}
 SCRATCH_ENV = "BENCHCORE_WORKER_SCRATCH"
 #: a scratch folder's name: this prefix, the parent's process id, a dash, a random part
 SCRATCH_PREFIX = "benchcore-worker-"
+#: the environment variable naming the folder every worker of one run_slots call shares (all
+#: rounds, both `ab` sides): what a worker computed that the next round's fresh process would
+#: compute again, to the same bytes (opbench's seeded input draws), can be left there. In memory
+#: (/dev/shm) where the machine has it, so nothing is written back to a disk during the timed
+#: calls; removed when the sweep ends, like a worker's own scratch.
+SHARED_SCRATCH_ENV = "BENCHCORE_SHARED_SCRATCH"
+_MEMORY_FOLDER = "/dev/shm"
 
 
 def load_executor(path: str, preload: bool = False) -> Callable[[CaseSpec, dict], dict]:
-    """Import "package.module:function" (and, with preload, the module's WORKER_PRELOAD)."""
+    """Import "package.module:function" (and, with preload, the module's WORKER_PRELOAD: module
+    names to import, or "module:function" to call, e.g. a framework's own way to import itself)."""
     module_name, _, function_name = path.partition(":")
     if not function_name:
         raise UsageError(f"executor {path!r} must look like 'package.module:function'")
     module = importlib.import_module(module_name)
     for name in getattr(module, "WORKER_PRELOAD", ()) if preload else ():
-        importlib.import_module(name)
+        target, _, call = name.partition(":")
+        loaded = importlib.import_module(target)
+        if call:
+            getattr(loaded, call)()
     return getattr(module, function_name)
 
 
@@ -155,10 +166,17 @@ def _describe_exit(returncode: Optional[int]) -> str:
 def remove_orphaned_scratch() -> None:
     """Remove the scratch folders of parents that no longer run (killed outright, or a cluster
     node's actor that was stopped), so their workers' files do not pile up."""
-    for folder in Path(tempfile.gettempdir()).glob(f"{SCRATCH_PREFIX}*-*"):
-        owner = folder.name[len(SCRATCH_PREFIX):].split("-", 1)[0]
-        if owner.isdigit() and not _running(int(owner)):
-            shutil.rmtree(folder, ignore_errors=True)
+    for root in {tempfile.gettempdir(), _MEMORY_FOLDER}:
+        for folder in Path(root).glob(f"{SCRATCH_PREFIX}*-*"):
+            owner = folder.name[len(SCRATCH_PREFIX):].split("-", 1)[0]
+            if owner.isdigit() and not _running(int(owner)):
+                shutil.rmtree(folder, ignore_errors=True)
+
+
+def make_shared_scratch() -> str:
+    """A new folder for SHARED_SCRATCH_ENV, in memory where the machine has /dev/shm."""
+    root = _MEMORY_FOLDER if os.path.isdir(_MEMORY_FOLDER) and os.access(_MEMORY_FOLDER, os.W_OK) else None
+    return tempfile.mkdtemp(prefix=f"{SCRATCH_PREFIX}{os.getpid()}-shared-", dir=root)
 
 
 def _running(pid: int) -> bool:
@@ -367,6 +385,8 @@ def run_slots(
         done = store.load()
     elif store:
         store.start(options)
+    shared = make_shared_scratch()
+    env = dict(os.environ if env is None else env, **{SHARED_SCRATCH_ENV: shared})
     runners = _Runners(executor, isolate, env, memory_limit_bytes, pythons or {}, launcher)
     audits = RoundAudits(options)
     results: List[Tuple[Slot, CaseResult]] = []
@@ -387,7 +407,10 @@ def run_slots(
     except BaseException:  # Ctrl-C or an error here: stop the workers now, not after a grace period
         runners.close(kill=True)
         raise
-    runners.close()
+    else:
+        runners.close()
+    finally:
+        shutil.rmtree(shared, ignore_errors=True)
     return results
 
 

@@ -7,9 +7,8 @@ the second time this worker runs it: one valgrind process then counts both sizes
 import math
 
 from benchcore.measure.case import CaseSpec
+from opbench.backends.mxnet.executor import WORKER_PRELOAD  # noqa: F401  (MXNet imported alike)
 from opbench.backends.mxnet.executor import execute as mxnet_execute
-
-WORKER_PRELOAD = ("mxnet",)
 
 
 def grown(spec: CaseSpec, factor: float) -> CaseSpec:

@@ -224,3 +224,27 @@ def test_a_second_plan_and_environment_import_no_mxnet(tmp_path):
                                                check=True).stdout) for _ in range(2))
     assert first[2] is True and second[2] is False
     assert first[:2] == second[:2] and second[1]["version"] == mxnet.__version__
+
+
+def test_a_worker_imports_mxnet_without_what_no_operator_uses():
+    """frameworks.mxnet.import_for_worker (the MXNet executor's WORKER_PRELOAD) leaves out
+    scipy.stats, which MXNet imports behind `try … except ImportError` for int8 calibration and
+    test helpers: a third of its import, paid by every round's worker. Operators still run, and
+    scipy.stats stays importable afterwards."""
+    import subprocess
+    import sys
+    import textwrap
+
+    probe = textwrap.dedent("""
+        import sys
+        from benchcore.execute.worker import load_executor
+        load_executor("opbench.backends.mxnet.executor:execute", preload=True)
+        import mxnet as mx
+        print("scipy.stats" in sys.modules, mx.contrib.quantization.stats is None, mx.test_utils.ss is None,
+              float(mx.nd.broadcast_add(mx.nd.ones((2, 2)), mx.nd.ones((2, 1))).sum().asscalar()))
+        import scipy.stats
+        print(scipy.stats.norm.cdf(0.0))
+    """)
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["False", "True", "True", "8.0", "0.5"]
