@@ -45,6 +45,14 @@ def execute(spec, options):
         if spec.params.get("then") == "sigkill":
             os.kill(os.getpid(), signal.SIGKILL)
         return {"scratch": scratch}
+    if action == "share":  # what an earlier round's worker left in the sweep's shared folder
+        from benchcore.execute.worker import SHARED_SCRATCH_ENV
+
+        shared = os.environ[SHARED_SCRATCH_ENV]
+        path = os.path.join(shared, "left-by-a-worker")
+        found = os.path.exists(path)
+        open(path, "w").close()
+        return {"shared": shared, "found": found, "pid": os.getpid()}
     if action == "atexit":  # an exit handler that writes a file (the worker's exit skips it)
         import atexit
 

@@ -70,6 +70,21 @@ def test_a_worker_leaves_no_files_behind_even_when_killed(tmp_path):
     assert not killed.exists() and not ended.exists()
 
 
+def test_the_workers_of_every_round_share_one_folder_that_the_sweep_removes():
+    """Round 2's fresh worker finds what round 1's left in the shared folder (opbench keeps its
+    seeded draws there); the folder is in memory where /dev/shm is, and gone after the sweep."""
+    from benchcore.execute.checkpoint import Slot
+    from benchcore.execute.worker import run_slots
+
+    done = run_slots([Slot(case("a", action="share"), round=1), Slot(case("a", action="share"), round=2)],
+                     EXECUTOR, timeout_s=10)
+    first, second = (result.metrics for _slot, result in done)
+    assert first["pid"] != second["pid"] and (first["found"], second["found"]) == (False, True)
+    assert first["shared"] == second["shared"] and not Path(first["shared"]).exists()
+    if os.path.isdir("/dev/shm"):
+        assert first["shared"].startswith("/dev/shm/benchcore-worker-")
+
+
 def test_the_scratch_of_a_parent_that_no_longer_runs_is_removed_by_the_next_worker():
     """A parent killed outright cannot clean up: the next worker to start removes its folders,
     and leaves those of parents that still run."""

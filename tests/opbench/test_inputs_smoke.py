@@ -311,6 +311,37 @@ def test_cached_draws_equal_fresh_ones_and_no_case_sees_another_case_write(monke
     assert not np.array_equal(fresh[1], fresh_other[1])
 
 
+def test_large_draws_are_read_back_from_the_sweeps_shared_folder_by_a_fresh_worker(monkeypatch, tmp_path):
+    """A draw of 1 MiB or more is left in the shared folder (SHARED_SCRATCH_ENV); a later
+    worker with an empty draw cache reads it instead of drawing (here: drawing would fail), the
+    values equal, and the generator resumes where the kept draw left it for the next input."""
+    from benchcore.execute.worker import SHARED_SCRATCH_ENV
+
+    big = {"dtype": "float32", "init": "normal", "shape": [512, 512]}  # 1 MiB of float32
+    small = {"dtype": "float32", "init": "normal", "shape": [4, 4]}
+    spec = CaseSpec("opbench", "broadcast_add", {"op": "broadcast_add", "seed": 3, "ctx": "cpu(0)",
+                                                 "inputs": {"lhs": big, "rhs": small}})
+    monkeypatch.setenv(SHARED_SCRATCH_ENV, str(tmp_path))
+    monkeypatch.setattr(arrays, "_DRAWN", arrays._DrawCache(0))
+    fresh = arrays.materialize(spec).arrays
+    kept = sorted(p.name for p in tmp_path.iterdir())
+    assert len(kept) == 2 and kept[0].endswith(".json") and kept[1].endswith(".npy")  # the big one only
+
+    real_draw = arrays._np_array
+
+    def draw(desc, rng):
+        assert desc["shape"] != big["shape"], "drew what the shared folder holds"
+        return real_draw(desc, rng)
+
+    monkeypatch.setattr(arrays, "_np_array", draw)
+    monkeypatch.setattr(arrays, "_DRAWN", arrays._DrawCache(arrays.DRAW_CACHE_BYTES))  # a fresh worker's
+    again = arrays.materialize(spec).arrays
+    for name in ("lhs", "rhs"):
+        assert np.array_equal(again[name].asnumpy(), fresh[name].asnumpy())
+    again["lhs"][:] = 0  # an in-place write reaches neither the file nor the next case
+    assert np.array_equal(arrays.materialize(spec).arrays["lhs"].asnumpy(), fresh["lhs"].asnumpy())
+
+
 def test_the_draw_cache_keeps_small_draws_within_its_budget_and_a_large_one_empties_it():
     drawn = arrays._DrawCache(budget=3 * 400, largest=400)
     for index in range(4):  # 100 float32 values each: the oldest goes when the fourth comes

@@ -9,8 +9,10 @@ what is timed.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
+import os
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Tuple
@@ -128,6 +130,74 @@ class _DrawCache:
 
 _DRAWN = _DrawCache(DRAW_CACHE_BYTES)
 
+#: draws at least this large are left in the sweep's shared folder for the next rounds' (and the
+#: other `ab` side's) fresh workers and for later cases in this one: drawing 1M float32 normals
+#: costs ~9 ms, reading them back from memory well under one; smaller draws are cheaper to redo
+SHARED_DRAW_SMALLEST = 1 << 20
+#: the most bytes of draws a sweep leaves in its shared folder (the first ones drawn stay)
+SHARED_DRAW_BYTES = 2 << 30
+
+
+class _SharedDraws:
+    """Draws kept in the sweep's shared folder (benchcore.execute.worker.SHARED_SCRATCH_ENV, in
+    memory), one .npy file and the generator's state after it per key: a round's fresh worker
+    reads what an earlier round drew instead of drawing it again. Same bytes either way; the
+    key holds numpy's version, so two environments of an `ab` share only the draws they would
+    both make. A file is written under a temporary name and renamed, so a reader never sees half
+    of one; without the folder (a worker outside a sweep) nothing is kept."""
+
+    def __init__(self, folder: Optional[str]):
+        self.folder = folder
+
+    def _path(self, key: tuple) -> Optional[str]:
+        if not self.folder or not os.path.isdir(self.folder):
+            return None
+        import numpy as np
+
+        digest = hashlib.sha1(json.dumps([np.__version__, *key]).encode()).hexdigest()
+        return os.path.join(self.folder, f"draw-{digest}")
+
+    def get(self, key: tuple) -> Optional[tuple]:
+        import numpy as np
+
+        path = self._path(key)
+        if path is None or not os.path.exists(path + ".json"):
+            return None
+        try:
+            with open(path + ".json") as handle:
+                state = json.load(handle)
+            return np.load(path + ".npy", mmap_mode="r"), state
+        except (OSError, ValueError):
+            return None
+
+    def put(self, key: tuple, array, state: dict) -> None:
+        import numpy as np
+
+        path = self._path(key)
+        if path is None or array.nbytes < SHARED_DRAW_SMALLEST or self._used() + array.nbytes > SHARED_DRAW_BYTES:
+            return
+        partial = f"{path}.{os.getpid()}.partial"
+        try:
+            with open(partial + ".npy", "wb") as handle:
+                np.save(handle, array)
+            with open(partial + ".json", "w") as handle:
+                json.dump(state, handle)
+            os.replace(partial + ".npy", path + ".npy")
+            os.replace(partial + ".json", path + ".json")  # last: a reader looks for this one
+        except OSError:  # a full /dev/shm: the draw is simply not kept
+            for leftover in (partial + ".npy", partial + ".json"):
+                if os.path.exists(leftover):
+                    os.remove(leftover)
+
+    def _used(self) -> int:
+        return sum(entry.stat().st_size for entry in os.scandir(self.folder) if entry.name.endswith(".npy"))
+
+
+def _shared_folder() -> Optional[str]:
+    from benchcore.execute.worker import SHARED_SCRATCH_ENV
+
+    return os.environ.get(SHARED_SCRATCH_ENV)
+
 
 class _Draws:
     """One case's seeded draws, in order, from one numpy Generator seeded with the case's seed:
@@ -145,6 +215,10 @@ class _Draws:
     def draw(self, desc: Dict[str, Any]) -> Any:
         self.key += (json.dumps(desc, sort_keys=True),)
         found = _DRAWN.get(self.key)
+        if found is None:
+            found = _SharedDraws(_shared_folder()).get(self.key)
+            if found is not None:
+                _DRAWN.put(self.key, *found)
         if found is not None:
             array, self.state = found
             return array
@@ -152,7 +226,9 @@ class _Draws:
             self.rng.bit_generator.state = self.state
             self.state = None
         array = _np_array(desc, self.rng)
-        _DRAWN.put(self.key, array, self.rng.bit_generator.state)
+        state = self.rng.bit_generator.state
+        _DRAWN.put(self.key, array, state)
+        _SharedDraws(_shared_folder()).put(self.key, array, state)
         return array
 
 
