@@ -53,6 +53,10 @@ def execute(spec, options):
         found = os.path.exists(path)
         open(path, "w").close()
         return {"shared": shared, "found": found, "pid": os.getpid()}
+    if action == "gc":  # what the worker froze before its first case
+        import gc
+
+        return {"frozen": gc.get_freeze_count()}
     if action == "atexit":  # an exit handler that writes a file (the worker's exit skips it)
         import atexit
 

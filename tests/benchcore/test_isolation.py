@@ -85,6 +85,11 @@ def test_the_workers_of_every_round_share_one_folder_that_the_sweep_removes():
         assert first["shared"].startswith("/dev/shm/benchcore-worker-")
 
 
+def test_a_worker_freezes_what_its_imports_left_before_the_first_case():
+    [result] = run_cases([case("a", action="gc")], EXECUTOR, timeout_s=10)
+    assert result.metrics["frozen"] > 1000  # the interpreter's and benchcore's objects at least
+
+
 def test_the_scratch_of_a_parent_that_no_longer_runs_is_removed_by_the_next_worker():
     """A parent killed outright cannot clean up: the next worker to start removes its folders,
     and leaves those of parents that still run."""

@@ -227,3 +227,29 @@ def test_the_cached_manifest_is_named_by_the_discovery_code(tmp_path, monkeypatc
     sources[2].write_text(sources[2].read_text() + "\n# a changed override\n")  # overrides.py
     after = manifest_module.cache_path("float32", "cpu", 1 << 20, 0)
     assert after != before and after.parent == tmp_path
+
+
+def test_freed_memory_is_collected_case_after_case_while_survivors_stay_frozen():
+    """return_freed_memory freezes what survives its collection, so the next case's collection
+    walks only that case's objects: a cycle a later case drops is still collected."""
+    import gc
+    import weakref
+
+    from opbench.backends.torch.executor import return_freed_memory
+
+    class Node:
+        pass
+
+    def make_cycle():
+        a, b = Node(), Node()
+        a.other, b.other = b, a
+        return weakref.ref(a)
+
+    kept = Node()  # a survivor, frozen by the first call
+    return_freed_memory()
+    frozen = gc.get_freeze_count()
+    assert frozen > 0 and kept is not None
+    dropped = make_cycle()  # a later case's garbage cycle
+    return_freed_memory()
+    assert dropped() is None and gc.get_freeze_count() >= frozen
+    gc.unfreeze()  # leave the test process as it was

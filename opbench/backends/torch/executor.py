@@ -405,11 +405,16 @@ def return_freed_memory() -> None:
     """Give the case's freed heap back to the system (glibc keeps it otherwise): a reused worker
     then starts the next case near its own size instead of at its high-water mark (1.1-1.2 GiB
     without this), so the memory a sweep holds is one case's, and --memory-limit-gb measures
-    what a worker really keeps."""
+    what a worker really keeps.
+
+    What survives the collection (the manifest, caches: ~125,000 objects after the first case)
+    is frozen (gc.freeze), so the next case's collection walks only what that case made: 0.24 s
+    a case before, for the same garbage found."""
     import ctypes
     import gc
 
     gc.collect()
+    gc.freeze()
     try:
         ctypes.CDLL("libc.so.6").malloc_trim(0)
     except (OSError, AttributeError):  # not glibc: nothing to trim
