@@ -220,6 +220,12 @@ def markdown(found: CountComparison) -> List[str]:
                     for kind, shown in (("self", "self"), ("inclusive", "inclusive"), ("objects", "object"))
                     for f in v.functions.get(kind, [])[:5]]
             out += [table(rows, ["Kind", "Function", "Base", "New", "Change"]), ""]
+            paired = v.functions.get("paired") or []
+            if paired:
+                out += [f"Left out: {len(paired)} unnamed function(s) counted alike at another address in the other "
+                        "build (moved, not changed), e.g. " + ", ".join(
+                            f"{p['base_function']} → {p['new_function']} ({p['kind']} {p['count']:,})"
+                            for p in paired[:2]).replace("|", "\\|") + ".", ""]
     if found.uncounted:
         out += [f"Counted on one side only ({len(found.uncounted)}): "
                 + ", ".join(u["label"] for u in found.uncounted), ""]

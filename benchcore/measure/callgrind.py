@@ -195,10 +195,16 @@ def profile_delta(base: List[dict], new: List[dict], top: int = 10, base_objects
     cost, all of it (`part` "all") and that of their unnamed functions (`part` "unnamed", with
     how many there were on each side): where a stripped object's functions, named by address,
     cannot be matched, its totals still can. Reports made before objects were kept give none.
+
+    An unnamed function found on one side only, with exactly the count of an unnamed function of
+    the same object found on the other side only, is taken to be the same function at another
+    address (the two builds' kernels at other offsets): the pair is left out of that kind's list,
+    where it would stand as the largest change twice over (-N and +N), and listed under `paired`
+    [{kind, base_function, new_function, count}].
     """
     before = {row["function"]: row for row in base or []}
     after = {row["function"]: row for row in new or []}
-    found: Dict[str, List[dict]] = {}
+    found: Dict[str, List[dict]] = {"paired": []}
     for kind in ("inclusive", "self"):
         rows = []
         for name in set(before) | set(after):
@@ -206,10 +212,41 @@ def profile_delta(base: List[dict], new: List[dict], top: int = 10, base_objects
             now = int((after.get(name) or {}).get(kind, 0))
             if old != now:
                 rows.append({"function": name, "base": old, "new": now, "change": now - old})
+        rows, paired = _pair_moved(rows, before, after, kind)
         rows.sort(key=lambda r: (-abs(r["change"]), r["function"]))
         found[kind] = rows[:top]
+        found["paired"] += paired
     found["objects"] = _object_delta(base_objects, new_objects)[:top]
     return found
+
+
+def _unnamed_object(function: str) -> Optional[str]:
+    """The object of a profile row's function that callgrind named by its address (`0x… [obj]`)."""
+    name, _, where = function.rpartition(" [")
+    return where[:-1] if name and _UNNAMED.match(name) and where.endswith("]") else None
+
+
+def _pair_moved(rows: List[dict], before: dict, after: dict, kind: str) -> Tuple[List[dict], List[dict]]:
+    """Rows without the unnamed functions that only moved (see profile_delta), and the pairs."""
+    gone: Dict[Tuple[str, int], List[dict]] = {}
+    for row in sorted(rows, key=lambda r: r["function"]):
+        where = _unnamed_object(row["function"])
+        if where is not None and row["function"] not in after:
+            gone.setdefault((where, row["base"]), []).append(row)
+    paired: List[dict] = []
+    dropped = set()
+    for row in sorted(rows, key=lambda r: r["function"]):
+        where = _unnamed_object(row["function"])
+        if where is None or row["function"] in before:
+            continue
+        match = gone.get((where, row["new"]))
+        if match:
+            old = match.pop(0)
+            dropped.update((old["function"], row["function"]))
+            paired.append({"kind": kind, "base_function": old["function"], "new_function": row["function"],
+                           "count": row["new"]})
+    left = [row for row in rows if row["function"] not in dropped]
+    return left, paired
 
 
 def _object_delta(base: Optional[List[dict]], new: Optional[List[dict]]) -> List[dict]:
