@@ -112,6 +112,9 @@ def answer(c: "Comparison", settings_diff: Optional[List[dict]] = None) -> Answe
 
 def _verdict(c: "Comparison", changed) -> str:
     quantities = [m for case in c.cases for m in case.metrics]
+    counted = getattr(c, "counts", None)
+    if not quantities and counted is not None and counted.verdicts:
+        return _count_verdict(counted)
     if not quantities:
         return "Verdict: nothing to compare: no case was measured in both reports."
     slower = sum(1 for _case, m in changed if m.verdict == "slower")
@@ -127,6 +130,17 @@ def _verdict(c: "Comparison", changed) -> str:
     if any(m.basis == "one-process" for m in quantities):
         return head + "; without rounds on both sides it cannot say which slowdown it would miss (time with --rounds 3 or more, or use ab)"
     return head + f"; changes within ±{c.threshold * 100:g}% count as the same"
+
+
+def _count_verdict(counted) -> str:
+    """The verdict of two counted reports (no case timed on both sides): their count verdicts'
+    tally (benchcore.compare.count_verdicts), which the timing verdict would call nothing."""
+    tally = {name: sum(v.verdict == name for v in counted.verdicts) for name in ("slower", "faster", "same")}
+    odd = sum(v.non_repeatable is not None for v in counted.verdicts)
+    return (f"Verdict on instruction counts: {tally['slower']} of {len(counted.verdicts)} quantities slower, "
+            f"{tally['faster']} faster, {tally['same']} the same within their bands"
+            + (f" ({odd} non-repeatable, judged with their own spread)" if odd else "")
+            + "; no case was timed on both sides")
 
 
 def judged(base: "Report", new: "Report", suite, threshold_pct: float = 5.0, alpha: float = 0.05,

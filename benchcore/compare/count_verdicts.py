@@ -15,7 +15,9 @@ the floor and the verdict says its repeatability is unknown.
 
 For every quantity judged slower or faster, `functions` lists the functions whose instruction
 counts moved most between the two reports' stored profiles (benchcore.measure.callgrind.profile_delta),
-inclusive and exclusive: where the change lies.
+inclusive and exclusive: where the change lies; and the shared objects whose exclusive counts
+moved, in all and in their unnamed functions (a stripped build's functions named by address,
+which do not line up between builds).
 """
 
 from __future__ import annotations
@@ -174,12 +176,13 @@ def _verdict(key: str, label: str, phase: str, bm: dict, nm: dict, bc: Counts, n
                           non_repeatable(bc, nc),
                           cycles[1].median / cycles[0].median if all(cycles) and cycles[0].median else None)
     if verdict != "same":
-        result.functions = callgrind.profile_delta(_profile(bm, phase), _profile(nm, phase), TOP_CHANGED)
+        result.functions = callgrind.profile_delta(_profile(bm, phase), _profile(nm, phase), TOP_CHANGED,
+                                                   _profile(bm, phase, "objects"), _profile(nm, phase, "objects"))
     return result
 
 
-def _profile(metrics: dict, phase: str) -> List[dict]:
-    return ((metrics or {}).get("profile") or {}).get(phase) or []
+def _profile(metrics: dict, phase: str, key: str = "profile") -> List[dict]:
+    return ((metrics or {}).get(key) or {}).get(phase) or []
 
 
 def _settings_differences(base: Report, new: Report) -> List[dict]:
@@ -213,9 +216,16 @@ def markdown(found: CountComparison) -> List[str]:
                 "without their build prefix.", ""]
         for v in sorted(changed, key=lambda v: -abs(v.ratio - 1)):
             out += [f"**{v.label}** {v.phase}: {v.verdict} {v.change_pct:+.2f}%", ""]
-            rows = [[kind, f["function"].replace("|", "\\|"), f"{f['base']:,}", f"{f['new']:,}", f"{f['change']:+,}"]
-                    for kind in ("self", "inclusive") for f in v.functions.get(kind, [])[:5]]
+            rows = [[shown, f["function"].replace("|", "\\|"), f"{f['base']:,}", f"{f['new']:,}", f"{f['change']:+,}"]
+                    for kind, shown in (("self", "self"), ("inclusive", "inclusive"), ("objects", "object"))
+                    for f in v.functions.get(kind, [])[:5]]
             out += [table(rows, ["Kind", "Function", "Base", "New", "Change"]), ""]
+            paired = v.functions.get("paired") or []
+            if paired:
+                out += [f"Left out: {len(paired)} unnamed function(s) counted alike at another address in the other "
+                        "build (moved, not changed), e.g. " + ", ".join(
+                            f"{p['base_function']} → {p['new_function']} ({p['kind']} {p['count']:,})"
+                            for p in paired[:2]).replace("|", "\\|") + ".", ""]
     if found.uncounted:
         out += [f"Counted on one side only ({len(found.uncounted)}): "
                 + ", ".join(u["label"] for u in found.uncounted), ""]

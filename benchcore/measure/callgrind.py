@@ -14,6 +14,13 @@ Function names are kept as the demangled names callgrind writes; their source fi
 its last PATH_PARTS components (`/build/a/mxnet/src/operator/x.cc` → `src/operator/x.cc`), so
 two builds made in other folders name the same function alike; without a source file the
 shared object's file name stands in.
+
+A stripped shared object (the MXNet wheel's libmxnet.so) names only its exported functions;
+callgrind names every other function of it by its address (`0x0000000001234567`), and those
+addresses do not line up between two builds. So a profile also keeps, for every shared object,
+its exclusive cost in all and in its unnamed functions (`Dump.object_rows`): two builds' objects line
+up by file name, and a delta can say "inside libmxnet.so, unnamed functions: -45,000" where
+its functions cannot be matched.
 """
 
 from __future__ import annotations
@@ -29,15 +36,20 @@ PATH_PARTS = 3
 TOP_FUNCTIONS = 25
 _COMPRESSED = re.compile(r"^\((\d+)\)(?:\s+(.*))?$")
 _RECURSION = re.compile(r"'\d+$")
+#: how callgrind names a function it has no symbol for: its address
+_UNNAMED = re.compile(r"^0x[0-9a-fA-F]+$")
 
 
 @dataclass
 class Dump:
-    """One dump's event totals and its functions' (exclusive, inclusive) costs by name."""
+    """One dump's event totals, its functions' (exclusive, inclusive) costs by name, and every
+    shared object's exclusive cost (all its functions, its unnamed ones) with its number of
+    unnamed functions, by the object's file name."""
 
     events: Tuple[str, ...]
     totals: Dict[str, int]
     functions: Dict[str, Tuple[Dict[str, int], Dict[str, int]]] = field(default_factory=dict)
+    objects: Dict[str, Tuple[Dict[str, int], Dict[str, int], int]] = field(default_factory=dict)
 
     def profile(self, event: str = "Ir", top: int = TOP_FUNCTIONS) -> List[dict]:
         """The top functions by inclusive and by exclusive `event`: [{function, self, inclusive}]."""
@@ -49,6 +61,14 @@ class Dump:
         by_inclusive = sorted(rows, key=lambda n: (-rows[n][1], n))[:top]
         kept = list(dict.fromkeys(by_inclusive + by_self))
         return [{"function": n, "self": rows[n][0], "inclusive": rows[n][1]} for n in kept if rows[n][1] or rows[n][0]]
+
+    def object_rows(self, event: str = "Ir") -> List[dict]:
+        """Every shared object with exclusive cost, most first: [{object, self, unnamed_self,
+        unnamed_functions}] (unnamed: the functions callgrind names by address)."""
+        rows = [{"object": name, "self": own.get(event, 0), "unnamed_self": unnamed.get(event, 0),
+                 "unnamed_functions": count} for name, (own, unnamed, count) in self.objects.items()
+                if own.get(event, 0)]
+        return sorted(rows, key=lambda r: (-r["self"], r["object"]))
 
 
 def short_path(path: str) -> str:
@@ -95,8 +115,12 @@ def parse(lines: Iterable[str], with_functions: bool = True) -> Dump:
     totals: Dict[str, int] = {}
     names = _Names()
     functions: Dict[str, Tuple[Dict[str, int], Dict[str, int]]] = {}
+    objects: Dict[str, list] = {}
+    unnamed_seen = set()
     obj = file = ""
     current: Optional[Tuple[Dict[str, int], Dict[str, int]]] = None
+    where: Optional[list] = None  # the current function's object's [own, unnamed, count]
+    unnamed_costs: Optional[Dict[str, int]] = None  # its unnamed cost, where the current function is unnamed
     call_next = False
     for raw in lines:
         line = raw.rstrip("\n")
@@ -110,6 +134,9 @@ def parse(lines: Iterable[str], with_functions: bool = True) -> Dump:
             else:
                 _add(current[0], costs)
                 _add(current[1], costs)
+                _add(where[0], costs)
+                if unnamed_costs is not None:
+                    _add(unnamed_costs, costs)
             continue
         key, _, value = line.partition("=")
         if key in ("ob", "fl", "fn", "cob", "cfi", "cfl", "cfn", "fi", "fe"):
@@ -120,7 +147,15 @@ def parse(lines: Iterable[str], with_functions: bool = True) -> Dump:
             elif key == "fl":
                 file = name
             elif key == "fn" and with_functions:
-                current = functions.setdefault(_function_key(name, file, obj), ({}, {}))
+                function = _function_key(name, file, obj)
+                current = functions.setdefault(function, ({}, {}))
+                where = objects.setdefault(PurePosixPath(obj).name or "???", [{}, {}, 0])
+                unnamed_costs = None
+                if _UNNAMED.match(_RECURSION.sub("", name)):
+                    unnamed_costs = where[1]
+                    if (function, obj) not in unnamed_seen:
+                        unnamed_seen.add((function, obj))
+                        where[2] += 1
             continue
         if key == "calls":
             call_next = True
@@ -134,7 +169,8 @@ def parse(lines: Iterable[str], with_functions: bool = True) -> Dump:
             totals = {event: int(v) for event, v in zip(events, rest.split())}
             if not with_functions:
                 break
-    return Dump(events, {event: totals.get(event, 0) for event in events}, functions)
+    return Dump(events, {event: totals.get(event, 0) for event in events}, functions,
+                {name: (own, unnamed, count) for name, (own, unnamed, count) in objects.items()})
 
 
 def _function_key(name: str, file: str, obj: str) -> str:
@@ -148,16 +184,27 @@ def read(path, with_functions: bool = True) -> Dump:
         return parse(handle, with_functions)
 
 
-def profile_delta(base: List[dict], new: List[dict], top: int = 10) -> Dict[str, List[dict]]:
+def profile_delta(base: List[dict], new: List[dict], top: int = 10, base_objects: Optional[List[dict]] = None,
+                  new_objects: Optional[List[dict]] = None) -> Dict[str, List[dict]]:
     """The functions whose inclusive and exclusive counts moved most between two stored profiles
-    (Dump.profile rows): {"inclusive": [...], "self": [...]}, largest absolute change first.
+    (Dump.profile rows), and with both sides' object rows (Dump.object_rows) the objects' totals:
+    {"inclusive": [...], "self": [...], "objects": [...]}, largest absolute change first.
 
     A function in only one profile counts as 0 in the other (it fell out of the top list, or was
-    renamed or inlined away by the other build).
+    renamed or inlined away by the other build). `objects` compares the shared objects' exclusive
+    cost, all of it (`part` "all") and that of their unnamed functions (`part` "unnamed", with
+    how many there were on each side): where a stripped object's functions, named by address,
+    cannot be matched, its totals still can. Reports made before objects were kept give none.
+
+    An unnamed function found on one side only, with exactly the count of an unnamed function of
+    the same object found on the other side only, is taken to be the same function at another
+    address (the two builds' kernels at other offsets): the pair is left out of that kind's list,
+    where it would stand as the largest change twice over (-N and +N), and listed under `paired`
+    [{kind, base_function, new_function, count}].
     """
     before = {row["function"]: row for row in base or []}
     after = {row["function"]: row for row in new or []}
-    found: Dict[str, List[dict]] = {}
+    found: Dict[str, List[dict]] = {"paired": []}
     for kind in ("inclusive", "self"):
         rows = []
         for name in set(before) | set(after):
@@ -165,6 +212,59 @@ def profile_delta(base: List[dict], new: List[dict], top: int = 10) -> Dict[str,
             now = int((after.get(name) or {}).get(kind, 0))
             if old != now:
                 rows.append({"function": name, "base": old, "new": now, "change": now - old})
+        rows, paired = _pair_moved(rows, before, after, kind)
         rows.sort(key=lambda r: (-abs(r["change"]), r["function"]))
         found[kind] = rows[:top]
+        found["paired"] += paired
+    found["objects"] = _object_delta(base_objects, new_objects)[:top]
     return found
+
+
+def _unnamed_object(function: str) -> Optional[str]:
+    """The object of a profile row's function that callgrind named by its address (`0x… [obj]`)."""
+    name, _, where = function.rpartition(" [")
+    return where[:-1] if name and _UNNAMED.match(name) and where.endswith("]") else None
+
+
+def _pair_moved(rows: List[dict], before: dict, after: dict, kind: str) -> Tuple[List[dict], List[dict]]:
+    """Rows without the unnamed functions that only moved (see profile_delta), and the pairs."""
+    gone: Dict[Tuple[str, int], List[dict]] = {}
+    for row in sorted(rows, key=lambda r: r["function"]):
+        where = _unnamed_object(row["function"])
+        if where is not None and row["function"] not in after:
+            gone.setdefault((where, row["base"]), []).append(row)
+    paired: List[dict] = []
+    dropped = set()
+    for row in sorted(rows, key=lambda r: r["function"]):
+        where = _unnamed_object(row["function"])
+        if where is None or row["function"] in before:
+            continue
+        match = gone.get((where, row["new"]))
+        if match:
+            old = match.pop(0)
+            dropped.update((old["function"], row["function"]))
+            paired.append({"kind": kind, "base_function": old["function"], "new_function": row["function"],
+                           "count": row["new"]})
+    left = [row for row in rows if row["function"] not in dropped]
+    return left, paired
+
+
+def _object_delta(base: Optional[List[dict]], new: Optional[List[dict]]) -> List[dict]:
+    sides = [{row["object"]: row for row in rows or []} for rows in (base, new)]
+    if not sides[0] or not sides[1]:
+        return []
+    rows = []
+    for name in set(sides[0]) | set(sides[1]):
+        old, now = sides[0].get(name) or {}, sides[1].get(name) or {}
+        for part, key, label in (("all", "self", "all its code"), ("unnamed", "unnamed_self", "unnamed functions")):
+            a, b = int(old.get(key, 0)), int(now.get(key, 0))
+            if a == b:
+                continue
+            row = {"function": f"{name}: {label}", "object": name, "part": part, "base": a, "new": b,
+                   "change": b - a}
+            if part == "unnamed":
+                row["functions"] = [int(old.get("unnamed_functions", 0)), int(now.get("unnamed_functions", 0))]
+                row["function"] += f" ({row['functions'][0]:,} → {row['functions'][1]:,})"
+            rows.append(row)
+    rows.sort(key=lambda r: (-abs(r["change"]), r["function"]))
+    return rows

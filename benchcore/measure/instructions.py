@@ -178,6 +178,7 @@ def read_dumps(answer: dict) -> dict:
 def _from_dumps(dumps: dict) -> dict:
     counts: Dict[str, Optional[dict]] = {}
     profiles: Dict[str, Optional[list]] = {}
+    objects: Dict[str, Optional[list]] = {}
     for phase in PHASES:
         paths = dumps.get(phase) or []
         rows = [quantities(callgrind.read(path, with_functions=False).totals) for path in paths[:-1]]
@@ -185,8 +186,9 @@ def _from_dumps(dumps: dict) -> dict:
         rows += [quantities(last.totals)] if last else []
         counts[phase] = _counts(rows) if rows else None
         profiles[phase] = last.profile() if last else None
+        objects[phase] = last.object_rows() if last else None
     overhead = callgrind.read(dumps["overhead"], with_functions=False)
-    return {"counts": counts, "profile": profiles, "count_overhead": quantities(overhead.totals)}
+    return {"counts": counts, "profile": profiles, "objects": objects, "count_overhead": quantities(overhead.totals)}
 
 
 def _iterate(forward, backward, count) -> List[Tuple[str, object]]:
@@ -220,7 +222,7 @@ def any_counted(results) -> bool:
 
 
 #: a counted result's metrics that a report of both kinds adds to the timed result (`merge --both`)
-COUNT_KEYS = ("counts", "profile", "count_overhead", "code_path")
+COUNT_KEYS = ("counts", "profile", "objects", "count_overhead", "code_path")
 
 
 def engine_of(argv: Sequence[str]) -> str:

@@ -76,6 +76,19 @@ def test_nothing_compared_says_so():
     assert a.verdict == "Verdict: nothing to compare: no case was measured in both reports."
 
 
+def test_two_counted_reports_get_the_verdict_of_their_counts():
+    """Counted reports time nothing: the verdict is their count verdicts' tally, not 'nothing to compare'."""
+    from benchcore.compare.count_verdicts import CountComparison, CountVerdict
+
+    c = compare(report([]), report([]), SUITE)
+    c.counts = CountComparison(verdicts=[
+        CountVerdict("k", "x", "forward", "Ir", 100.0, 90.0, 0.9, 0.05, "faster", [3, 3]),
+        CountVerdict("k", "x", "backward", "Ir", 100.0, 100.0, 1.0, 0.05, "same", [3, 3], "new: lazy")])
+    assert answer(c).verdict == ("Verdict on instruction counts: 0 of 2 quantities slower, 1 faster, 1 the same "
+                                 "within their bands (1 non-repeatable, judged with their own spread); no case was "
+                                 "timed on both sides")
+
+
 def test_reasons_are_short_and_the_statistics_stay_in_the_json():
     base, new = report([1.0] * 12), report([1.71] + [1.0] * 11, seed=100)
     result = compare(base, new, SUITE, interleaved=True)

@@ -170,14 +170,85 @@ def test_profile_delta_names_the_functions_that_moved():
     assert [r["function"] for r in delta["self"]] == ["c", "b"]
 
 
+def _stripped(first: str, second: str, inner: int) -> str:
+    """A dump of a call into a stripped libmxnet.so: one exported function, two functions named
+    by their address (`first`, `second`); and in libc memcpy and an unnamed function."""
+    return f"""# callgrind format
+version: 1
+positions: line
+events: Ir
+summary: {100 + 500 + inner + 50}
+
+ob=(1) /venv/lib/python3.11/site-packages/mxnet/libmxnet.so
+fl=(1) ???
+fn=(1) MXImperativeInvoke
+0 100
+cfn=(2) {first}
+calls=1 0
+0 {500 + inner}
+fn=(2)
+0 500
+cfn=(3) {second}
+calls=1 0
+0 {inner}
+fn=(3)
+0 {inner}
+ob=(2) /lib/x86_64-linux-gnu/libc.so.6
+fn=(4) memcpy
+0 30
+fn=(5) 0x0000000000012340'2
+0 20
+"""
+
+
+def test_a_stripped_objects_unnamed_functions_are_summed_per_object(tmp_path):
+    """callgrind names a stripped object's unexported functions by address; the dump keeps every
+    object's exclusive cost, in all and in its unnamed functions (one named `0x…'2`, a recursion
+    level, is unnamed too)."""
+    path = tmp_path / "callgrind.out.1"
+    path.write_text(_stripped("0x0000000001a00010", "0x0000000001b00020", 300))
+    rows = {row["object"]: row for row in callgrind.read(path).object_rows()}
+    assert rows["libmxnet.so"] == {"object": "libmxnet.so", "self": 900, "unnamed_self": 800, "unnamed_functions": 2}
+    assert rows["libc.so.6"] == {"object": "libc.so.6", "self": 50, "unnamed_self": 20, "unnamed_functions": 1}
+    assert [r["object"] for r in callgrind.read(path).object_rows()] == ["libmxnet.so", "libc.so.6"]
+    assert callgrind.read(path, with_functions=False).objects == {}
+
+
+def test_the_delta_of_a_stripped_object_says_how_much_its_unnamed_functions_moved(tmp_path):
+    """Two builds: the same functions at other addresses, the inner one 200 instructions cheaper.
+    By function the delta can only pair addresses that do not line up; by object it says where."""
+    dumps = []
+    for name, text in (("a", _stripped("0x0000000001a00010", "0x0000000001b00020", 300)),
+                       ("b", _stripped("0x0000000001c00010", "0x0000000001d00020", 100))):
+        (tmp_path / name).write_text(text)
+        dumps.append(callgrind.read(tmp_path / name))
+    delta = callgrind.profile_delta(dumps[0].profile(), dumps[1].profile(), 10,
+                                    dumps[0].object_rows(), dumps[1].object_rows())
+    assert {r["function"] for r in delta["self"]} == {"0x0000000001b00020 [libmxnet.so]",
+                                                      "0x0000000001d00020 [libmxnet.so]"}
+    # the outer unnamed function counts 500 itself in both builds: the same function, moved; left
+    # out of `self` (its inclusive count changed with the inner one's: kept there)
+    assert delta["paired"] == [{"kind": "self", "base_function": "0x0000000001a00010 [libmxnet.so]",
+                                "new_function": "0x0000000001c00010 [libmxnet.so]", "count": 500}]
+    assert "0x0000000001a00010 [libmxnet.so]" in {r["function"] for r in delta["inclusive"]}
+    assert delta["objects"] == [
+        {"function": "libmxnet.so: all its code", "object": "libmxnet.so", "part": "all", "base": 900, "new": 700,
+         "change": -200},
+        {"function": "libmxnet.so: unnamed functions (2 → 2)", "object": "libmxnet.so", "part": "unnamed",
+         "base": 800, "new": 600, "change": -200, "functions": [2, 2]}]
+    # profiles stored before objects were kept: no object rows, the functions as before
+    assert callgrind.profile_delta(dumps[0].profile(), dumps[1].profile())["objects"] == []
+
+
 # --------------------------------------------------------------------------- verdicts
 
 
-def _result(name, forward, backward=None, profile=None):
+def _result(name, forward, backward=None, profile=None, objects=None):
     counts = {"forward": {"Ir": Counts(forward).to_dict()},
               "backward": {"Ir": Counts(backward).to_dict()} if backward else None}
     return CaseResult(CaseSpec("opbench", name, {"op": name}), "ok",
-                      {"engine": "instructions", "counts": counts, "profile": profile or {}})
+                      {"engine": "instructions", "counts": counts, "profile": profile or {},
+                       **({"objects": objects} if objects else {})})
 
 
 def _report(*results):
@@ -237,6 +308,33 @@ def test_changed_quantities_carry_the_functions_behind_them():
     assert found.functions["self"] == [{"function": "k", "base": 90000, "new": 95000, "change": 5000}]
     same = _verdicts(_report(_result("x", [100000] * 3, profile=profile)), _report(_result("x", [100000] * 3)))
     assert same[("x", "forward")].functions is None
+
+
+def test_changed_quantities_carry_the_objects_behind_them_and_the_markdown_shows_them():
+    objects = [{"object": "libmxnet.so", "self": 90000, "unnamed_self": 80000, "unnamed_functions": 40}]
+    grown = [{"object": "libmxnet.so", "self": 95000, "unnamed_self": 84000, "unnamed_functions": 41}]
+    found = count_verdicts.compare_counts(_report(_result("x", [100000] * 3, objects={"forward": objects})),
+                                          _report(_result("x", [105000] * 3, objects={"forward": grown})))
+    rows = found.verdicts[0].functions["objects"]
+    assert [(r["part"], r["change"]) for r in rows] == [("all", 5000), ("unnamed", 4000)]
+    text = "\n".join(count_verdicts.markdown(found))
+    assert "| object | libmxnet.so: unnamed functions (40 → 41) | 80,000 | 84,000 | +4,000   |" in text
+
+
+def test_the_markdown_says_which_unnamed_functions_only_moved():
+    kernel = [{"function": "0x0000000000000a10 [libmxnet.so]", "self": 90000, "inclusive": 90000},
+              {"function": "f [libmxnet.so]", "self": 10000, "inclusive": 100000}]
+    moved = [{"function": "0x0000000000000b20 [libmxnet.so]", "self": 90000, "inclusive": 90000},
+             {"function": "f [libmxnet.so]", "self": 15000, "inclusive": 105000}]
+    found = count_verdicts.compare_counts(_report(_result("x", [100000] * 3, profile={"forward": kernel})),
+                                          _report(_result("x", [105000] * 3, profile={"forward": moved})))
+    functions = found.verdicts[0].functions
+    assert [r["function"] for r in functions["self"]] == ["f [libmxnet.so]"]
+    assert [p["kind"] for p in functions["paired"]] == ["inclusive", "self"]
+    text = "\n".join(count_verdicts.markdown(found))
+    assert ("Left out: 2 unnamed function(s) counted alike at another address in the other build (moved, not "
+            "changed), e.g. 0x0000000000000a10 [libmxnet.so] → 0x0000000000000b20 [libmxnet.so] (inclusive 90,000)"
+            in text)
 
 
 def test_counts_against_a_timing_only_report_is_a_usage_error():
