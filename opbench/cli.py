@@ -171,7 +171,7 @@ def framework_of(argv: Sequence[str]) -> str:
 # The sweep
 
 
-def build_report(args, plan, job, environment, results, paths):
+def build_report(args, plan, job, environment, results, paths, side: str = ""):
     from benchcore.execute.environment import now_iso
     from benchcore.report.model import Report
 
@@ -199,8 +199,9 @@ def build_report(args, plan, job, environment, results, paths):
         **audit_options(args),
     }
     if job.worker_options.get("valgrind"):
+        # the probes run under the side's own python (an A/B side's), as its workers did
         settings["valgrind"] = count_report.probed_settings(job.worker_options["valgrind"], results,
-                                                            job.suite.code_path_probes)
+                                                            job.suite.code_path_probes, job.pythons.get(side))
     extra = {**from_results(plan.skipped, results), "excluded": plan.excluded, **plan.extra}
     environment = dict(environment, finished_at=now_iso())
     return Report(suite=PROG, environment=environment, settings=settings, results=results, extra=extra)
@@ -341,8 +342,9 @@ def run_ab(backend, args, argv: List[str], device: str) -> int:
     pythons = ab.plan(args, backend.suite)
     job, plan = _job(backend, args, device, ab.checkpoint_path(args), pythons)
     measured = sweep.measure(job, run_plan_from(args, ab=True), PROG, argv, _environment_extra(backend, args))
-    reports = {side: build_report(args, plan, job, environment, results, {})
+    reports = {side: build_report(args, plan, job, environment, results, {}, side)
                for side, (environment, results) in measured.items()}
+    ab.warn_code_paths(PROG, reports)
     status = ab.finish(backend.suite, reports, args)
     sweep.remove_checkpoint(job.checkpoint)
     return status

@@ -306,7 +306,7 @@ def _job(args, checkpoint, pythons=None):
     return job, all_specs
 
 
-def _report(args, job, all_specs, environment, results):
+def _report(args, job, all_specs, environment, results, side: str = ""):
     from benchcore.execute.environment import now_iso
     from benchcore.report.model import Report
 
@@ -319,7 +319,7 @@ def _report(args, job, all_specs, environment, results):
                   "sizes": {**bench.sizes_from(args), "cnnBatch": args.cnnBatch}, "unit": "ms", "shard": args.shard,
                   "runners": bench.run_order(all_specs), **core_cli.audit_options(args), "engine": args.engine,
                   **({"valgrind": count_report.probed_settings(job.worker_options["valgrind"], results,
-                                                               job.suite.code_path_probes)}
+                                                               job.suite.code_path_probes, job.pythons.get(side))}
                      if job.worker_options.get("valgrind") else {})},
         results=results,
     )
@@ -384,8 +384,9 @@ def _ab(args, argv: Sequence[str]) -> int:
     pythons = ab.plan(args, SUITE)
     job, all_specs = _job(args, ab.checkpoint_path(args), pythons)
     measured = sweep.measure(job, core_cli.run_plan_from(args, ab=True), PROG, argv, _environment_extra(args))
-    reports = {side: _report(args, job, all_specs, environment, results)
+    reports = {side: _report(args, job, all_specs, environment, results, side)
                for side, (environment, results) in measured.items()}
+    ab.warn_code_paths(PROG, reports)
     for side, (_environment, results) in measured.items():
         _err(f"{side}:\n" + bench.console_table(results, sep=args.sep))
         _report_problems(results)

@@ -64,6 +64,17 @@ def checkpoint_path(args) -> Path:
     return Path(args.output_dir).expanduser() / CHECKPOINT
 
 
+def warn_code_paths(prog: str, reports: Dict[str, Report]) -> None:
+    """Each side's warning where its libraries take other code paths under valgrind than
+    natively (its own probes, under its own python: benchcore.execute.code_path)."""
+    from benchcore.views import count_report
+
+    for side in SIDES:
+        note = count_report.warning((reports[side].settings or {}).get("valgrind"))
+        if note:
+            print(f"{prog}: warning: {side}: {note}", file=sys.stderr)
+
+
 def finish(suite: Suite, reports: Dict[str, Report], args) -> int:
     """Write both reports and their comparison; the exit status (gate, or failed cases)."""
     folder = Path(args.output_dir).expanduser()

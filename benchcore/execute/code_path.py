@@ -14,6 +14,10 @@ callgrind (MXNet's import and one operator: 31 s against 80 s for callgrind's im
 Fresh processes, because a probe may need settings that must be in place before a library's
 first call (oneDNN reads DNNL_VERBOSE once), which a worker that already ran cases cannot
 give. The two run side by side.
+
+Under `opbench ab`/`rnnbench ab` each side's report records its own libraries: the probes run
+under that side's interpreter (`python`: --base-python or --new-python, as its workers do), not
+the driver's.
 """
 
 from __future__ import annotations
@@ -22,26 +26,28 @@ import importlib
 import json
 import subprocess
 import sys
-from typing import Dict, List, Sequence
+from typing import Dict, List, Optional, Sequence
 
 #: how long one probe process may take (the valgrind one imports the frameworks emulated)
 PROBE_TIMEOUT_S = 900
 
 
-def native_command(probes: Sequence[str]) -> List[str]:
-    return [sys.executable, "-m", "benchcore.execute.code_path", *probes]
+def native_command(probes: Sequence[str], python: Optional[str] = None) -> List[str]:
+    """The probe's command under `python` (an A/B side's interpreter; None: this one)."""
+    return [python or sys.executable, "-m", "benchcore.execute.code_path", *probes]
 
 
-def valgrind_command(launcher: Sequence[str], probes: Sequence[str]) -> List[str]:
+def valgrind_command(launcher: Sequence[str], probes: Sequence[str], python: Optional[str] = None) -> List[str]:
     """The counted workers' launcher with callgrind and its options swapped for the `none` tool."""
     tool = next(i for i, word in enumerate(launcher) if word == "--tool=callgrind")
-    return [*launcher[:tool], "--tool=none", "--quiet", *native_command(probes)]
+    return [*launcher[:tool], "--tool=none", "--quiet", *native_command(probes, python)]
 
 
-def probe_both(launcher: Sequence[str], probes: Sequence[str]) -> Dict[str, dict]:
-    """{"native": what the probes saw natively, "valgrind": under valgrind}; a side that failed
-    says why under `error` (nothing else of the sweep depends on it)."""
-    commands = {"native": native_command(probes), "valgrind": valgrind_command(launcher, probes)}
+def probe_both(launcher: Sequence[str], probes: Sequence[str], python: Optional[str] = None) -> Dict[str, dict]:
+    """{"native": what the probes saw natively, "valgrind": under valgrind}, both under `python`
+    (None: this interpreter); a side that failed says why under `error` (nothing else of the
+    sweep depends on it)."""
+    commands = {"native": native_command(probes, python), "valgrind": valgrind_command(launcher, probes, python)}
     running = {side: subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                       stdin=subprocess.DEVNULL) for side, command in commands.items()}
     return {side: _answer(process) for side, process in running.items()}

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import os
 import statistics
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
@@ -248,7 +249,8 @@ def code_path() -> dict:
     CPU capability, the BLAS core) are their probes' (benchcore.execute.code_path). Natively
     and under valgrind, the two say where counts follow other code than the timed runs
     (docs/INSTRUCTIONS.md)."""
-    found: dict = {"threads_env": {name: os.environ.get(name) for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS")}}
+    found: dict = {"python": sys.executable,
+                   "threads_env": {name: os.environ.get(name) for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS")}}
     try:
         from numpy.core._multiarray_umath import __cpu_features__ as features
 
@@ -274,8 +276,9 @@ def faithfulness(probed: Dict[str, dict], counted: List[dict]) -> dict:
                 "the libraries take other code paths under valgrind ("
                 + "; ".join(f"{d['key']}: {_shown(d['native'])} natively, {_shown(d['valgrind'])} under valgrind"
                             for d in differences)
-                + "): the counts judge those paths, not the ones timed natively (still the same for both sides "
-                  "of an A/B pair on one machine)")}
+                + "): the counts judge those paths, not the ones timed natively (valgrind emulates the same CPU "
+                  "for both sides of an A/B pair on one machine; each side's libraries are probed under its own "
+                  "python)")}
 
 
 def _shown(value) -> str:

@@ -26,13 +26,16 @@ def settings_block(record: Optional[dict], results: List[CaseResult], probed: Di
     return dict(record, code_path=faithfulness(probed, counted))
 
 
-def probed_settings(record: Optional[dict], results: List[CaseResult], probes) -> Optional[dict]:
-    """settings_block with the probes run now (natively and under the record's launcher)."""
+def probed_settings(record: Optional[dict], results: List[CaseResult], probes,
+                    python: Optional[str] = None) -> Optional[dict]:
+    """settings_block with the probes run now (natively and under the record's launcher), under
+    `python`: the interpreter the results' workers ran under (an A/B side's; None: this one), so a
+    side's report records its own libraries' code paths."""
     if not record:
         return None
     from benchcore.execute.code_path import probe_both
 
-    return settings_block(record, results, probe_both(record["launcher"], probes))
+    return settings_block(record, results, probe_both(record["launcher"], probes, python))
 
 
 def warning(block: Optional[dict]) -> Optional[str]:

@@ -6,7 +6,10 @@ test_instructions_valgrind.py."""
 import json
 import os
 import subprocess
+import sys
 from pathlib import Path
+
+import pytest
 
 from benchcore.execute import code_path, valgrind
 from benchcore.measure.instructions import faithfulness
@@ -65,3 +68,67 @@ def test_a_different_code_path_is_warned_about_and_threads_are_only_recorded():
 def test_a_failed_probe_is_recorded_not_fatal():
     found = faithfulness({"native": {"error": "the probe failed (exit 1): ImportError"}, "valgrind": {"error": "x"}}, [])
     assert found["differences"] == [] and found["native"]["error"].startswith("the probe failed")
+
+
+class _Recorded:
+    """A probe process that answers at once; the command it was started with is kept."""
+
+    commands = []
+
+    def __init__(self, command, **_kwargs):
+        self.command, self.returncode = list(command), 0
+        _Recorded.commands.append(self.command)
+
+    def communicate(self, timeout=None):
+        return json.dumps({"python": self.command[self.command.index("-m") - 1]}) + "\n", ""
+
+
+def test_each_ab_side_probes_under_its_own_python(monkeypatch):
+    """opbench ab: base.json's code path is base's python's, new.json's new's (it was the driver's)."""
+    from types import SimpleNamespace
+
+    from opbench import cli
+
+    _Recorded.commands = []
+    monkeypatch.setattr(code_path, "subprocess", SimpleNamespace(Popen=_Recorded, PIPE=subprocess.PIPE,
+                                                                 DEVNULL=subprocess.DEVNULL,
+                                                                 TimeoutExpired=subprocess.TimeoutExpired))
+    launcher = valgrind.launcher(valgrind.DEFAULT_GEOMETRY, "/x/shim.so", "/usr/bin/valgrind")
+    pythons = {"base": "/venv-mx18/bin/python", "new": "/venv-mx19/bin/python"}
+    job = SimpleNamespace(worker_options={"valgrind": {"launcher": launcher}}, pythons=pythons,
+                          suite=SimpleNamespace(code_path_probes=("frameworks.mxnet:code_path",)),
+                          settings=SimpleNamespace(to_dict=dict), settings_record=dict)
+    args = SimpleNamespace(framework="mxnet", engine="instructions", dtype="float32", warmup=0, runs=1, seed=0,
+                           category=None, ops=None, exclude=None, shard=None, threads=1, timeout=1,
+                           no_isolation=False, tiny=True, resume=False)
+    plan = SimpleNamespace(settings={}, skipped=[], excluded=[], extra={})
+    monkeypatch.setattr(cli, "audit_options", lambda _args: {})
+    reports = {side: cli.build_report(args, plan, job, {}, [], {}, side) for side in pythons}
+    at = launcher.index("/usr/bin/valgrind")
+    for side, python in pythons.items():
+        block = reports[side].settings["valgrind"]["code_path"]
+        assert block["native"]["python"] == block["valgrind"]["python"] == python
+    native = [c for c in _Recorded.commands if "/usr/bin/valgrind" not in c]
+    under = [c for c in _Recorded.commands if "/usr/bin/valgrind" in c]
+    assert native == [code_path.native_command(["frameworks.mxnet:code_path"], python) for python in pythons.values()]
+    assert [c[at + 3] for c in under] == list(pythons.values())  # valgrind --tool=none --quiet PYTHON -m ...
+    assert all(c[:at] == launcher[:at] for c in under)
+    # a sweep of one environment probes under its own interpreter, as before
+    _Recorded.commands = []
+    cli.build_report(args, plan, SimpleNamespace(**dict(vars(job), pythons={})), {}, [], {})
+    assert {c[c.index("-m") - 1] for c in _Recorded.commands} == {sys.executable}
+
+
+def test_a_probe_records_the_interpreter_it_ran_under_natively_and_under_valgrind(tmp_path, monkeypatch):
+    """A real second interpreter (a link to a python outside its venv), the core's probe only: cheap."""
+    import shutil
+
+    if not shutil.which("valgrind"):
+        pytest.skip("valgrind is not installed")
+    other = tmp_path / "other-python"
+    other.symlink_to(os.path.realpath(sys.executable))
+    launcher = valgrind.launcher(None, "/x/shim.so", shutil.which("valgrind"))
+    monkeypatch.setenv("PYTHONPATH", str(ROOT))
+    found = code_path.probe_both(launcher, [], str(other))
+    assert found["native"]["python"] == found["valgrind"]["python"] == str(other), found
+    assert "AVX512F" not in (found["valgrind"]["cpu_features"] or [])
