@@ -17,7 +17,9 @@ For every quantity judged slower or faster, `functions` lists the functions whos
 counts moved most between the two reports' stored profiles (benchcore.measure.callgrind.profile_delta),
 inclusive and exclusive: where the change lies; and the shared objects whose exclusive counts
 moved, in all and in their unnamed functions (a stripped build's functions named by address,
-which do not line up between builds).
+which do not line up between builds). Each side stores only its top functions
+(callgrind.TOP_FUNCTIONS by each kind): a function stored on one side only is shown below the
+other side's top, with the range its change may be, never as a move to or from 0.
 """
 
 from __future__ import annotations
@@ -212,11 +214,15 @@ def markdown(found: CountComparison) -> List[str]:
     changed = [v for v in found.verdicts if v.functions]
     if changed:
         out += ["### Functions behind each change", "",
-                "Instructions per call, from each report's stored per-function profile (last repeat); paths "
-                "without their build prefix.", ""]
+                "Instructions per call, from each report's stored per-function profile (last repeat: its top "
+                f"{callgrind.TOP_FUNCTIONS} by inclusive and by exclusive Ir); paths without their build prefix. A "
+                f"function *below top {callgrind.TOP_FUNCTIONS}* on one side was not stored there: it counted at most "
+                "that side's smallest stored count, so its change is a range, and it is ordered by the least it may "
+                "have moved.", ""]
         for v in sorted(changed, key=lambda v: -abs(v.ratio - 1)):
             out += [f"**{v.label}** {v.phase}: {v.verdict} {v.change_pct:+.2f}%", ""]
-            rows = [[shown, f["function"].replace("|", "\\|"), f"{f['base']:,}", f"{f['new']:,}", f"{f['change']:+,}"]
+            rows = [[shown, f["function"].replace("|", "\\|"), callgrind.shown_count(f, "base"),
+                     callgrind.shown_count(f, "new"), callgrind.shown_change(f)]
                     for kind, shown in (("self", "self"), ("inclusive", "inclusive"), ("objects", "object"))
                     for f in v.functions.get(kind, [])[:5]]
             out += [table(rows, ["Kind", "Function", "Base", "New", "Change"]), ""]

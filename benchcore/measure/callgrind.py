@@ -185,13 +185,22 @@ def read(path, with_functions: bool = True) -> Dump:
 
 
 def profile_delta(base: List[dict], new: List[dict], top: int = 10, base_objects: Optional[List[dict]] = None,
-                  new_objects: Optional[List[dict]] = None) -> Dict[str, List[dict]]:
+                  new_objects: Optional[List[dict]] = None, stored: int = TOP_FUNCTIONS) -> Dict[str, List[dict]]:
     """The functions whose inclusive and exclusive counts moved most between two stored profiles
     (Dump.profile rows), and with both sides' object rows (Dump.object_rows) the objects' totals:
     {"inclusive": [...], "self": [...], "objects": [...]}, largest absolute change first.
 
-    A function in only one profile counts as 0 in the other (it fell out of the top list, or was
-    renamed or inlined away by the other build). `objects` compares the shared objects' exclusive
+    A profile keeps each side's top `stored` functions by each kind (TOP_FUNCTIONS), so a function
+    in one profile only is not known to be 0 in the other: it is below that side's stored top, at
+    most that side's smallest stored count of the kind (the `stored`-th largest). Its row then holds
+    null for that side and for `change`, and `below_top` {side, top, at_most} and `change_range`
+    [least, most] (the change if the other side counted at_most, and if it counted 0); it is ordered
+    by the smallest change it may be (0 where the range holds 0), never as a move to or from 0.
+    A side that stored fewer than `stored` functions kept them all: there a missing function
+    counted 0 (so did one whose bound is 0), and the row is exact. A side with no profile
+    gives no function rows (nothing to compare).
+
+    `objects` compares the shared objects' exclusive
     cost, all of it (`part` "all") and that of their unnamed functions (`part` "unnamed", with
     how many there were on each side): where a stripped object's functions, named by address,
     cannot be matched, its totals still can. Reports made before objects were kept give none.
@@ -206,18 +215,67 @@ def profile_delta(base: List[dict], new: List[dict], top: int = 10, base_objects
     after = {row["function"]: row for row in new or []}
     found: Dict[str, List[dict]] = {"paired": []}
     for kind in ("inclusive", "self"):
+        if not before or not after:
+            found[kind] = []
+            continue
+        bounds = {"base": _stored_bound(before, kind, stored), "new": _stored_bound(after, kind, stored)}
         rows = []
         for name in set(before) | set(after):
-            old = int((before.get(name) or {}).get(kind, 0))
-            now = int((after.get(name) or {}).get(kind, 0))
-            if old != now:
-                rows.append({"function": name, "base": old, "new": now, "change": now - old})
+            old = int(before[name].get(kind, 0)) if name in before else None
+            now = int(after[name].get(kind, 0)) if name in after else None
+            missing = "base" if old is None else "new" if now is None else None
+            if missing and not bounds[missing]:  # that side kept every function (or its bound is 0): it counted 0
+                old, now, missing = old or 0, now or 0, None
+            if missing is None:
+                if old != now:
+                    rows.append({"function": name, "base": old, "new": now, "change": now - old})
+                continue
+            at_most = bounds[missing]
+            least, most = ((now - at_most, now) if missing == "base" else (-old, at_most - old))
+            rows.append({"function": name, "base": old, "new": now, "change": None,
+                         "below_top": {"side": missing, "top": stored, "at_most": at_most},
+                         "change_range": [least, most]})
         rows, paired = _pair_moved(rows, before, after, kind)
-        rows.sort(key=lambda r: (-abs(r["change"]), r["function"]))
+        rows.sort(key=lambda r: (-least_change(r), r["function"]))
         found[kind] = rows[:top]
         found["paired"] += paired
     found["objects"] = _object_delta(base_objects, new_objects)[:top]
     return found
+
+
+def _stored_bound(rows: Dict[str, dict], kind: str, stored: int) -> int:
+    """The most a function missing from a side's stored profile may count of `kind`: the
+    `stored`-th largest count kept (the profile keeps the top `stored` by each kind); 0 where the
+    side kept fewer functions than that (it kept them all)."""
+    if len(rows) < stored:
+        return 0
+    return sorted((int(row.get(kind, 0)) for row in rows.values()), reverse=True)[stored - 1]
+
+
+def least_change(row: dict) -> int:
+    """The smallest absolute change a delta row may stand for (0 where its range holds 0)."""
+    if row.get("change") is not None:
+        return abs(row["change"])
+    least, most = row["change_range"]
+    return 0 if least <= 0 <= most else min(abs(least), abs(most))
+
+
+def shown_count(row: dict, side: str) -> str:
+    """A delta row's count on one side, as text: the number, or where the function fell below
+    that side's stored top, the bound."""
+    if row.get(side) is not None:
+        return f"{row[side]:,}"
+    below = row["below_top"]
+    return f"below top {below['top']} (≤ {below['at_most']:,})"
+
+
+def shown_change(row: dict) -> str:
+    """A delta row's change, as text: the number, or the range a function below one side's
+    stored top allows."""
+    if row.get("change") is not None:
+        return f"{row['change']:+,}"
+    least, most = row["change_range"]
+    return f"{least:+,} to {most:+,}"
 
 
 def _unnamed_object(function: str) -> Optional[str]:

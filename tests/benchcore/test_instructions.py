@@ -446,3 +446,46 @@ def test_mxnet_refuses_to_count_under_a_threaded_engine(monkeypatch):
     options = {"profiler": "instructions", "settings": RunSettings(warmup=1, runs=1).to_dict(), "audit": False}
     with pytest.raises(UsageError, match="needs MXNET_ENGINE_TYPE=NaiveEngine"):
         execute(spec, options)
+
+
+def _top(extra):
+    """A stored profile of 25 functions (callgrind.TOP_FUNCTIONS): 23 shared ones and `extra`."""
+    rows = [{"function": f"f{i}", "self": 9000 + 100 * i, "inclusive": 9000 + 100 * i} for i in range(23)]
+    return rows + [{"function": name, "self": count, "inclusive": count} for name, count in extra.items()]
+
+
+def test_a_function_below_one_sides_stored_top_is_not_read_as_zero():
+    """It was: Tuple::assign read 1,300 -> 0 where the full dumps said 1,300 -> 1,144."""
+    assert callgrind.TOP_FUNCTIONS == 25
+    base = _top({"Tuple::assign": 1300, "x": 1250})
+    new = _top({"h": 5000, "g": 1144})
+    new[0] = dict(new[0], self=9050, inclusive=9050)
+    found = count_verdicts.compare_counts(_report(_result("c", [100000] * 3, profile={"forward": base})),
+                                          _report(_result("c", [105000] * 3, profile={"forward": new})))
+    functions = found.verdicts[0].functions
+    for kind in ("self", "inclusive"):
+        rows = {r["function"]: r for r in functions[kind]}
+        assert rows["Tuple::assign"] == {"function": "Tuple::assign", "base": 1300, "new": None, "change": None,
+                                         "below_top": {"side": "new", "top": 25, "at_most": 1144},
+                                         "change_range": [-1300, -156]}
+        assert rows["h"]["base"] is None and rows["h"]["below_top"] == {"side": "base", "top": 25, "at_most": 1250}
+        assert rows["h"]["change_range"] == [3750, 5000]
+        assert rows["g"]["change_range"] == [-106, 1144]  # may not have moved at all
+        # ordered by the least each may have moved: h >= 3,750, Tuple::assign >= 156, x >= 106, f0 50, g 0
+        assert [r["function"] for r in functions[kind]] == ["h", "Tuple::assign", "x", "f0", "g"]
+        assert rows["f0"] == {"function": "f0", "base": 9000, "new": 9050, "change": 50}
+    text = "\n".join(count_verdicts.markdown(found))
+    cells = [[c.strip() for c in line.strip("|").split("|")] for line in text.splitlines() if line.startswith("| self")]
+    assert ["self", "Tuple::assign", "1,300", "below top 25 (≤ 1,144)", "-1,300 to -156"] in cells
+    assert ["self", "h", "below top 25 (≤ 1,250)", "5,000", "+3,750 to +5,000"] in cells
+    assert ["self", "f0", "9,000", "9,050", "+50"] in cells
+    assert not [c for c in cells if c[3] in ("0", "") or c[4] == "-1,300"]  # no move to 0
+    assert "below top 25* on one side was not stored there" in text
+
+
+def test_a_side_that_stored_every_function_reads_a_missing_one_as_zero():
+    few = [{"function": "a", "self": 100, "inclusive": 500}, {"function": "b", "self": 50, "inclusive": 50}]
+    delta = callgrind.profile_delta(few, [{"function": "a", "self": 100, "inclusive": 500}])
+    assert delta["self"] == [{"function": "b", "base": 50, "new": 0, "change": -50}]
+    # nothing to compare against a side without a profile
+    assert callgrind.profile_delta(few, [])["self"] == []
