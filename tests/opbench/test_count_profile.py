@@ -56,6 +56,8 @@ def test_the_rules_that_fell_back_to_tiny_have_their_larger_count_shapes():
     tiny, _ = cases.generate_cases(ops=ops, tiny=True)
     assert Counter(s.params["op"] for s in counted) == Counter(s.params["op"] for s in tiny)
     assert {tuple(d["shape"]) for d in _inputs(counted, "SequenceMask", "data")} == {(16, 128, 128), (128, 64, 32)}
+    last, _ = cases.generate_cases(ops=["SequenceLast"], counted=True)
+    assert min(d["shape"][1] * d["shape"][2] for d in _inputs(last, "SequenceLast", "data")) >= 2 ** 15
     # choose_element_0index's work is one pick per row: its count shapes have 2^15 rows or more
     assert min(d["shape"][0] for d in _inputs(counted, "choose_element_0index", "data")) >= 2 ** 15
     for op in ("stack", "concat"):
