@@ -75,6 +75,8 @@ def test_the_rules_that_fell_back_to_tiny_have_their_larger_count_shapes():
     for op, arg in (("squeeze", "data"), ("transpose", "data"), ("depth_to_space", "data")):
         assert min(map(_elements, _inputs(counted, op, arg))) >= 2 ** 15
     assert min(map(_elements, _inputs(counted, "transpose", "data"))) >= 2 ** 18
+    gather, _ = cases.generate_cases(ops=["gather_nd"], counted=True)
+    assert {d["shape"][1] for d in _inputs(gather, "gather_nd", "indices")} == {2 ** 14}
     # the tiny profile is unchanged (the tests' sweeps rest on it)
     assert {tuple(d["shape"]) for d in _inputs(tiny, "SequenceMask", "data")} == {(4, 3, 2), (6, 2, 3)}
 

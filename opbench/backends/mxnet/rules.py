@@ -620,7 +620,7 @@ def _unravel(p: Profile, op: str) -> List[Variant]:
 
 @rule("gather_nd")
 def _gather_nd(p: Profile, op: str) -> List[Variant]:
-    n = p.pick(10000, 5)
+    n = p.pick(10000, 5, count=2 ** 14)  # the count profile: its work is one gather per index
     return [(None, {"data": T(s), "indices": I((2, n), high=list(s))}) for s in data_shapes(p)]
 
 
