@@ -60,6 +60,8 @@ def test_the_rules_that_fell_back_to_tiny_have_their_larger_count_shapes():
     assert min(d["shape"][1] * d["shape"][2] for d in _inputs(last, "SequenceLast", "data")) >= 2 ** 15
     # choose_element_0index's work is one pick per row: its count shapes have 2^15 rows or more
     assert min(d["shape"][0] for d in _inputs(counted, "choose_element_0index", "data")) >= 2 ** 15
+    picked, _ = cases.generate_cases(ops=["pick"], counted=True)
+    assert min(d["shape"][0] for d in _inputs(picked, "pick", "data")) >= 2 ** 15
     for op in ("stack", "concat"):
         assert min(map(_elements, _inputs(counted, op, "data"))) >= 2 ** 18
     assert min(_elements(d) for d in _inputs(counted, "RNN", "data")) >= 2 ** 14

@@ -637,8 +637,10 @@ def _scatter_nd(p: Profile, op: str) -> List[Variant]:
 
 @rule("pick")
 def _pick(p: Profile, op: str) -> List[Variant]:
-    return [(None, {"data": T(s), "index": I((s[0],), high=s[1]), "axis": -1})
-            for s in data_shapes(p)]
+    # one pick per row, like choose_element_0index: the count shapes need many rows
+    shapes = p.pick(data_shapes(p), data_shapes(p), data_shapes(p),
+                    [(2 ** 15, 16), (2 ** 17, 1), (2 ** 16, 4)])
+    return [(None, {"data": T(s), "index": I((s[0],), high=s[1]), "axis": -1}) for s in shapes]
 
 
 # ---------------------------------------------------------------- rearrange, shape, expanding
