@@ -61,9 +61,17 @@ class Profile:
     dispatch (~140,000 instructions) whose count varies by a few hundred instructions from one
     repeat to the next (allocator and hash-table paths). Its shapes make an operator's own work
     about 1M instructions or more (2^17 elements in the shared 2-D slots), so that jitter stays
-    under 0.1%, while a native call stays well under a millisecond. Rules that give no count
-    value keep their tiny one: their counts are mostly call overhead, judged with their own
-    spread where it shows.
+    under 0.1%, while a native call stays well under a few milliseconds. Every rule of the
+    default sweep gives count values (tests/opbench/test_count_profile.py checks that no case
+    keeps its tiny inputs); a rule that gives none keeps its tiny one, its counts then mostly
+    call overhead, judged with their own spread where it shows.
+
+    Where the count shapes cannot make the operator's own work ~1M instructions: operators whose
+    work is inherently dispatch or metadata (shape_array, size_array; squeeze, reshape,
+    expand_dims and the like are a copy at most), and the random samplers (sample_*,
+    random_pdf_dirichlet), kept at 2^13-2^14 values because a draw costs hundreds of
+    instructions (a native call of 131,072 negative-binomial draws took 36 ms): their counts are
+    non-repeatable whatever the size, and judged with their own spread.
     """
 
     name: str = "standard"
@@ -130,7 +138,7 @@ def rearrange4d_shapes(p: Profile) -> List[Shape]:
     return p.pick([(1, 4, 2, 4), (10, 25, 10, 100)],
                   [(1, 4, 2, 4), (2, 3, 2, 6)],
                   [(1, 4, 2 ** 15, 2 ** 15 + 2)],
-                  [(1, 4, 2, 4), (4, 16, 16, 128)])
+                  [(4, 16, 64, 64), (8, 16, 16, 128)])
 
 
 def linalg_n(p: Profile) -> int:
@@ -329,7 +337,11 @@ def _sum_n(p: Profile, op: str) -> List[Variant]:
 
 @rule("choose_element_0index")
 def _choose(p: Profile, op: str) -> List[Variant]:
-    return [(None, {"data": T(s), "index": I((s[0],), high=s[1])}) for s in data_shapes(p)]
+    # Its work is one pick per row: the count shapes need many rows (data_shapes' (256,512)
+    # picked 256 values, a call of ~470,000 instructions that was nearly all dispatch).
+    shapes = p.pick(data_shapes(p), data_shapes(p), data_shapes(p),
+                    [(2 ** 15, 16), (2 ** 17, 1), (2 ** 16, 4)])
+    return [(None, {"data": T(s), "index": I((s[0],), high=s[1])}) for s in shapes]
 
 
 @rule("reshape_like")
@@ -364,7 +376,8 @@ def _batch_dot(p: Profile, op: str) -> List[Variant]:
 @rule("khatri_rao")
 def _khatri_rao(p: Profile, op: str) -> List[Variant]:
     pairs = p.pick([((100, 10), (100, 10)), ((64, 32), (16, 32))],
-                   [((4, 3), (5, 3)), ((2, 4), (3, 4))])
+                   [((4, 3), (5, 3)), ((2, 4), (3, 4))],
+                   count=[((64, 32), (32, 32)), ((128, 16), (64, 16))])
     return [(None, {"args": [T(a), T(b)]}) for a, b in pairs]
 
 
@@ -433,7 +446,8 @@ def _random_pdf(p: Profile, op: str) -> List[Variant]:
 
 @rule("random_pdf_dirichlet")
 def _pdf_dirichlet(p: Profile, op: str) -> List[Variant]:
-    shapes = p.pick([(1024, 100, 10), (10000, 10, 10)], [(2, 3, 4), (3, 2, 2)])
+    shapes = p.pick([(1024, 100, 10), (10000, 10, 10)], [(2, 3, 4), (3, 2, 2)],
+                    count=[(64, 32, 8), (512, 4, 8)])
     return [(None, {"sample": T(s, "simplex"), "alpha": U((s[0], s[2]), 0.5, 2.0), "is_log": False,
                     NON_NORMAL: {"float16": "a Dirichlet density over 10 categories is about 9! = 362880 "
                                             "(92% of these values exceed 65504): past float16's range"}})
@@ -460,7 +474,8 @@ def _sample(p: Profile, op: str) -> List[Variant]:
     # (parameter count, draws per parameter): about a million samples each.
     pairs = p.pick([((1024,), (1024,)), ((10000,), (100,)), ((100,), (10000,))],
                    [((4,), (3,)), ((5,), (2,)), ((2,), (5,))],
-                   [((2 ** 16,), (2 ** 16,)), ((2 ** 32,), (1,))])
+                   [((2 ** 16,), (2 ** 16,)), ((2 ** 32,), (1,))],
+                   [((128,), (64,)), ((512,), (16,)), ((16,), (512,))])
     out = []
     for params_shape, draws in pairs:
         inputs = {**_sample_params(op, params_shape), "shape": list(draws)}
@@ -473,14 +488,15 @@ def _sample(p: Profile, op: str) -> List[Variant]:
 
 @rule("sample_multinomial")
 def _multinomial(p: Profile, op: str) -> List[Variant]:
-    pairs = p.pick([((1024, 10), (1024,)), ((10000, 100), (10,))], [((3, 4), (5,)), ((4, 6), (2,))])
+    pairs = p.pick([((1024, 10), (1024,)), ((10000, 100), (10,))], [((3, 4), (5,)), ((4, 6), (2,))],
+                   count=[((256, 8), (64,)), ((1024, 32), (8,))])
     return [(f"{fmt_shape(s)}x{fmt_shape(d)}",
              {"data": T(s, "simplex"), "shape": list(d), "get_prob": True}) for s, d in pairs]
 
 
 @rule("GridGenerator")
 def _grid_generator(p: Profile, op: str) -> List[Variant]:
-    n, h, w = p.pick((32, 256, 256), (2, 4, 5))
+    n, h, w = p.pick((32, 256, 256), (2, 4, 5), count=(8, 64, 64))
     return [
         ("affine", {"data": T((n, 6), "affine"), "transform_type": "affine", "target_shape": [h, w]}),
         ("warp", {"data": T((n, 2, h, w)), "transform_type": "warp"}),
@@ -490,7 +506,8 @@ def _grid_generator(p: Profile, op: str) -> List[Variant]:
 @rule("BilinearSampler")
 def _bilinear_sampler(p: Profile, op: str) -> List[Variant]:
     pairs = p.pick([((32, 3, 256, 256), (256, 256)), ((32, 3, 64, 64), (128, 128))],
-                   [((2, 3, 4, 4), (3, 5)), ((2, 3, 3, 3), (6, 6))])
+                   [((2, 3, 4, 4), (3, 5)), ((2, 3, 3, 3), (6, 6))],
+                   count=[((4, 3, 64, 64), (64, 64)), ((4, 3, 32, 32), (64, 64))])
     return [(None, {"data": T(s), "grid": U((s[0], 2) + tuple(g), -1.0, 1.0)}) for s, g in pairs]
 
 
@@ -568,7 +585,8 @@ def _take(p: Profile, op: str) -> List[Variant]:
 def _one_hot(p: Profile, op: str) -> List[Variant]:
     pairs = p.pick([((1024,), 1024), ((10000,), 100), ((1000, 10), 100)],
                    [((5,), 4), ((6,), 3), ((2, 3), 3)],
-                   [((2 ** 16,), 2 ** 16 + 1), ((2 ** 28,), 2 ** 4 + 1), ((2 ** 12, 2 ** 8), 2 ** 12 + 1)])
+                   [((2 ** 16,), 2 ** 16 + 1), ((2 ** 28,), 2 ** 4 + 1), ((2 ** 12, 2 ** 8), 2 ** 12 + 1)],
+                   [((2048,), 256), ((8192,), 64), ((512, 4), 256)])
     return [(f"{fmt_shape(s)}-depth{d}", {"indices": I(s, high=d), "depth": d}) for s, d in pairs]
 
 
@@ -577,10 +595,11 @@ def _where(p: Profile, op: str) -> List[Variant]:
     return [(None, {"condition": I(s, high=2), "x": T(s), "y": T(s)}) for s in data_shapes(p)]
 
 
-#: (shape, index count) per profile (standard, tiny, large) for ravel_multi_index and unravel_index
+#: (shape, index count) per profile (standard, tiny, large, count) for ravel_multi_index and unravel_index
 INDEX_SHAPES = ([((1024, 1024), 1024 * 1024), ((100, 100, 100), 10000)],
                 [((3, 4), 5), ((2, 3, 4), 6)],
-                [((2 ** 16, 2 ** 16 + 1), 2 ** 20), ((2 ** 11, 2 ** 11, 2 ** 10 + 1), 2 ** 20)])
+                [((2 ** 16, 2 ** 16 + 1), 2 ** 20), ((2 ** 11, 2 ** 11, 2 ** 10 + 1), 2 ** 20)],
+                [((256, 512), 2 ** 16), ((64, 64, 32), 2 ** 15)])
 
 
 @rule("ravel_multi_index")
@@ -601,14 +620,15 @@ def _unravel(p: Profile, op: str) -> List[Variant]:
 
 @rule("gather_nd")
 def _gather_nd(p: Profile, op: str) -> List[Variant]:
-    n = p.pick(10000, 5)
+    n = p.pick(10000, 5, count=2 ** 14)  # the count profile: its work is one gather per index
     return [(None, {"data": T(s), "indices": I((2, n), high=list(s))}) for s in data_shapes(p)]
 
 
 @rule("scatter_nd")
 def _scatter_nd(p: Profile, op: str) -> List[Variant]:
     pairs = p.pick([((1024, 1024), 10000), ((10000, 100), 100000)], [((3, 4), 5), ((6, 2), 4)],
-                   [((2 ** 16, 2 ** 16 + 1), 2 ** 20), ((2 ** 32 + 1, 1), 2 ** 20)])
+                   [((2 ** 16, 2 ** 16 + 1), 2 ** 20), ((2 ** 32 + 1, 1), 2 ** 20)],
+                   [((256, 512), 2 ** 14), ((2048, 64), 2 ** 16)])
     # Unique positions: with duplicates the result is undefined (last writer wins at random).
     return [(f"{fmt_shape(shape)}-n{n}",
              {"data": T((n,)), "indices": I((2, n), high=list(shape), unique=True),
@@ -617,8 +637,10 @@ def _scatter_nd(p: Profile, op: str) -> List[Variant]:
 
 @rule("pick")
 def _pick(p: Profile, op: str) -> List[Variant]:
-    return [(None, {"data": T(s), "index": I((s[0],), high=s[1]), "axis": -1})
-            for s in data_shapes(p)]
+    # one pick per row, like choose_element_0index: the count shapes need many rows
+    shapes = p.pick(data_shapes(p), data_shapes(p), data_shapes(p),
+                    [(2 ** 15, 16), (2 ** 17, 1), (2 ** 16, 4)])
+    return [(None, {"data": T(s), "index": I((s[0],), high=s[1]), "axis": -1}) for s in shapes]
 
 
 # ---------------------------------------------------------------- rearrange, shape, expanding
@@ -642,7 +664,8 @@ def _flip(p: Profile, op: str) -> List[Variant]:
 def _depth_to_space(p: Profile, op: str) -> List[Variant]:
     # channels must divide by block_size**2 (opperf's (10,25,10,100) would not)
     shapes = p.pick([(1, 4, 2, 4), (10, 100, 10, 10)], [(1, 4, 2, 4), (2, 8, 2, 3)],
-                    [(1, 4, 2 ** 15, 2 ** 15 + 2), (2, 4, 2 ** 15, 2 ** 14 + 2)])
+                    [(1, 4, 2 ** 15, 2 ** 15 + 2), (2, 4, 2 ** 15, 2 ** 14 + 2)],
+                    [(2, 16, 32, 32), (2, 64, 16, 16)])
     return [(None, {"data": T(s), "block_size": 2}) for s in shapes]
 
 
@@ -669,12 +692,13 @@ def _reshape(p: Profile, op: str) -> List[Variant]:
 _EXPAND = [((1024, 1), 1, 1024), ((10000, 1), 1, 100), ((1, 1024), 0, 1024)]
 _EXPAND_TINY = [((4, 1), 1, 3), ((5, 1), 1, 2), ((1, 5), 0, 2)]
 _EXPAND_LARGE = [((2 ** 16, 1), 1, 2 ** 16 + 1), ((2 ** 32, 1), 1, 2), ((1, 2 ** 16), 0, 2 ** 16 + 1)]
+_EXPAND_COUNT = [((512, 1), 1, 512), ((4096, 1), 1, 64), ((1, 1024), 0, 256)]  # 2^18 outputs
 
 
 @rule("broadcast_axes", "broadcast_axis")
 def _broadcast_axis(p: Profile, op: str) -> List[Variant]:
     return [(None, {"data": T(s), "axis": [a], "size": [n]})
-            for s, a, n in p.pick(_EXPAND, _EXPAND_TINY, _EXPAND_LARGE)]
+            for s, a, n in p.pick(_EXPAND, _EXPAND_TINY, _EXPAND_LARGE, _EXPAND_COUNT)]
 
 
 def _expanded(s: Shape, axis: int, n: int) -> List[int]:
@@ -684,13 +708,13 @@ def _expanded(s: Shape, axis: int, n: int) -> List[int]:
 @rule("broadcast_to")
 def _broadcast_to(p: Profile, op: str) -> List[Variant]:
     return [(None, {"data": T(s), "shape": _expanded(s, a, n)})
-            for s, a, n in p.pick(_EXPAND, _EXPAND_TINY, _EXPAND_LARGE)]
+            for s, a, n in p.pick(_EXPAND, _EXPAND_TINY, _EXPAND_LARGE, _EXPAND_COUNT)]
 
 
 @rule("broadcast_like")
 def _broadcast_like(p: Profile, op: str) -> List[Variant]:
     return [(None, {"lhs": T(s), "rhs": T(_expanded(s, a, n), grad=False)})
-            for s, a, n in p.pick(_EXPAND, _EXPAND_TINY, _EXPAND_LARGE)]
+            for s, a, n in p.pick(_EXPAND, _EXPAND_TINY, _EXPAND_LARGE, _EXPAND_COUNT)]
 
 
 @rule("repeat")
@@ -720,7 +744,8 @@ def _pad(p: Profile, op: str) -> List[Variant]:
 @rule("concat", "stack")
 def _concat(p: Profile, op: str) -> List[Variant]:
     groups = p.pick([(3, (100, 100)), (2, (1024, 1024))], [(3, (2, 3)), (2, (4, 4))],
-                    [(3, (2 ** 15, 2 ** 15 + 1)), (2, (2 ** 16, 2 ** 15 + 1))])
+                    [(3, (2 ** 15, 2 ** 15 + 1)), (2, (2 ** 16, 2 ** 15 + 1))],
+                    [(3, (512, 512)), (2, (1024, 512))])
     key = "dim" if op == "concat" else "axis"
     return [(f"{n}x{fmt_shape(s)}", {"data": [T(s) for _ in range(n)], "num_args": n,
                                      key: 1 if op == "concat" else 0}) for n, s in groups]
@@ -733,7 +758,7 @@ _RNN_GATES = {"rnn_relu": 1, "rnn_tanh": 1, "lstm": 4, "gru": 3}
 
 @rule("RNN")
 def _rnn(p: Profile, op: str) -> List[Variant]:
-    seq, batch, feat, hidden = p.pick((50, 32, 128, 256), (3, 2, 4, 5))
+    seq, batch, feat, hidden = p.pick((50, 32, 128, 256), (3, 2, 4, 5), count=(16, 16, 64, 64))
     out = []
     for mode, gates in _RNN_GATES.items():
         # one layer, one direction: W_i2h, W_h2h, b_i2h, b_h2h
@@ -767,7 +792,8 @@ def _dropout(p: Profile, op: str) -> List[Variant]:
 @rule("BatchNorm")
 def _batch_norm(p: Profile, op: str) -> List[Variant]:
     shapes = p.pick([(32, 3, 256, 256), (32, 3, 10000, 10), (1024, 1024)],
-                    [(2, 3, 4, 4), (2, 3, 5, 2), (4, 6)])
+                    [(2, 3, 4, 4), (2, 3, 5, 2), (4, 6)],
+                    count=[(4, 3, 64, 64), (4, 3, 1024, 10), (256, 512)])
     out = []
     for s in shapes:
         c = (s[1],)
@@ -834,7 +860,8 @@ def _lrn(p: Profile, op: str) -> List[Variant]:
 def _embedding(p: Profile, op: str) -> List[Variant]:
     cases = p.pick([((32, 1000), 10000, 128), ((1024,), 1000, 512)],
                    [((2, 3), 5, 4), ((6,), 7, 3)],
-                   [((32, 1000), 2 ** 16 + 1, 2 ** 16), ((2 ** 16,), 2 ** 16, 2 ** 16 + 1)])
+                   [((32, 1000), 2 ** 16 + 1, 2 ** 16), ((2 ** 16,), 2 ** 16, 2 ** 16 + 1)],
+                   [((128, 128), 1000, 64), ((4096,), 512, 128)])
     return [(f"{fmt_shape(s)}-vocab{v}-dim{d}",
              {"data": I(s, high=v), "weight": T((v, d)), "input_dim": v, "output_dim": d})
             for s, v, d in cases]
@@ -844,7 +871,8 @@ def _embedding(p: Profile, op: str) -> List[Variant]:
 def _correlation(p: Profile, op: str) -> List[Variant]:
     # MXNet's CPU Correlation is a naive loop (about 10 s forward+backward at (32,3,256,256)
     # with 25 displacements), so a smaller batch and a 3x3 displacement window.
-    shapes = p.pick([(8, 3, 256, 256), (8, 3, 10000, 10)], [(2, 3, 5, 5), (2, 3, 7, 3)])
+    shapes = p.pick([(8, 3, 256, 256), (8, 3, 10000, 10)], [(2, 3, 5, 5), (2, 3, 7, 3)],
+                    count=[(2, 3, 32, 32), (2, 3, 128, 8)])
     return [(None, {"data1": T(s), "data2": T(s), "kernel_size": 1, "max_displacement": 1,
                     "stride1": 1, "stride2": 1, "pad_size": 1}) for s in shapes]
 
@@ -859,7 +887,8 @@ def _spatial_transformer(p: Profile, op: str) -> List[Variant]:
 def _im2col_geometry(p: Profile) -> List[Tuple[Shape, int, int]]:
     """(data shape, stride, output positions) for a 3x3 kernel with padding 1."""
     shapes = p.pick([((32, 3, 256, 256), 2), ((32, 3, 64, 64), 1)],
-                    [((2, 3, 6, 6), 2), ((2, 3, 4, 4), 1)])
+                    [((2, 3, 6, 6), 2), ((2, 3, 4, 4), 1)],
+                    count=[((4, 3, 64, 64), 2), ((4, 3, 32, 32), 1)])
     out = []
     for s, stride in shapes:
         oh = (s[2] + 2 - 3) // stride + 1
@@ -943,10 +972,10 @@ def _pooling(p: Profile, op: str) -> List[Variant]:
 
 @rule("ROIPooling")
 def _roi_pooling(p: Profile, op: str) -> List[Variant]:
-    s, n_rois = p.pick(((32, 3, 256, 256), 256), ((2, 3, 8, 8), 3))
+    s, n_rois = p.pick(((32, 3, 256, 256), 256), ((2, 3, 8, 8), 3), count=((4, 3, 64, 64), 128))
     return [(None, {"data": T(s), "rois": T((n_rois, 5), "rois", grad=False, batch=s[0],
                                             height=s[2], width=s[3]),
-                    "pooled_size": p.pick([7, 7], [2, 2]),
+                    "pooled_size": p.pick([7, 7], [2, 2], count=[7, 7]),
                     "spatial_scale": 1.0})]
 
 
@@ -969,7 +998,7 @@ def _convolution(p: Profile, op: str) -> List[Variant]:
 def _upsampling(p: Profile, op: str) -> List[Variant]:
     out = [(f"nearest-{fmt_shape(s)}", {"data": [T(s)], "scale": 2, "sample_type": "nearest",
                                           "num_args": 1}) for s in nn4d_shapes(p)]
-    s = p.pick((8, 3, 128, 128), (2, 3, 4, 4))
+    s = p.pick((8, 3, 128, 128), (2, 3, 4, 4), count=(2, 3, 32, 32))
     # bilinear upsampling is a grouped deconvolution (its weight is the second input), about
     # 10 s forward+backward on CPU at (32,3,256,256): a smaller input keeps sweeps short.
     out.append((f"bilinear-{fmt_shape(s)}",
@@ -1096,14 +1125,15 @@ def _multi_lars(p: Profile, op: str) -> List[Variant]:
                          "grads_sum_sq": U((n,), 0.5, 2.0, grad=False),
                          "wds": U((n,), 0.0, 0.01, grad=False),
                          "eta": 0.001, "eps": 1e-8, "rescale_grad": 1.0})
-            for n in p.pick([1024, 10000], [5, 7], [2 ** 32 + 1, 2 ** 31])]
+            for n in p.pick([1024, 10000], [5, 7], [2 ** 32 + 1, 2 ** 31], [2 ** 16, 2 ** 17])]
 
 
 # ---------------------------------------------------------------- loss and misc
 
 @rule("ctc_loss", "CTCLoss")
 def _ctc(p: Profile, op: str) -> List[Variant]:
-    cases = p.pick([(100, 32, 20, 10), (200, 64, 50, 20)], [(6, 2, 4, 2), (8, 3, 5, 3)])
+    cases = p.pick([(100, 32, 20, 10), (200, 64, 50, 20)], [(6, 2, 4, 2), (8, 3, 5, 3)],
+                   count=[(50, 8, 20, 10), (100, 4, 50, 20)])
     # blank is label 0 ("first"), so real labels are 1..alphabet-1
     return [(f"T{t}-N{n}-A{a}-L{l}",
              {"data": T((t, n, a)), "label": I((n, l), high=a, low=1)})
@@ -1138,7 +1168,8 @@ def _kl_sparse(p: Profile, op: str) -> List[Variant]:
 @rule("squeeze")
 def _squeeze(p: Profile, op: str) -> List[Variant]:
     shapes = p.pick([(1024, 1, 1024), (10000, 1), (1, 10000, 100)], [(4, 1, 3), (5, 1), (1, 3, 2)],
-                    [(2 ** 16, 1, 2 ** 16 + 1), (2 ** 32 + 1, 1), (1, 2 ** 28, 2 ** 4 + 1)])
+                    [(2 ** 16, 1, 2 ** 16 + 1), (2 ** 32 + 1, 1), (1, 2 ** 28, 2 ** 4 + 1)],
+                    [(512, 1, 512), (2 ** 18, 1), (1, 4096, 64)])
     return [(None, {"data": T(s)}) for s in shapes]
 
 
@@ -1150,7 +1181,11 @@ def _clip(p: Profile, op: str) -> List[Variant]:
 @rule("SequenceReverse", "SequenceLast", "SequenceMask")
 def _sequence(p: Profile, op: str) -> List[Variant]:
     shapes = p.pick([(100, 32, 128), (1000, 32, 10)], [(4, 3, 2), (6, 2, 3)],
-                    [(2 ** 16, 2 ** 8, 2 ** 8 + 1), (2 ** 24, 2 ** 4, 2 ** 4 + 1)])
+                    [(2 ** 16, 2 ** 8, 2 ** 8 + 1), (2 ** 24, 2 ** 4, 2 ** 4 + 1)],
+                    [(16, 128, 128), (128, 64, 32)])
+    if op == "SequenceLast" and p.name == "count":
+        # its work is one step of batch x features: (128,64,32) gave 2048 values, ~190,000 instructions
+        shapes = [(4, 256, 256), (8, 256, 128)]
     out = []
     for s in shapes:
         full: Dict[str, Any] = {"data": T(s), "use_sequence_length": False}
