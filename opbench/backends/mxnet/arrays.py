@@ -211,12 +211,13 @@ class _Draws:
         self.rng = np.random.default_rng(seed)
         self.key: tuple = (seed,)
         self.state: Optional[dict] = None  # set where the generator must resume after a cached draw
+        self.shared = _SharedDraws(_shared_folder())
 
     def draw(self, desc: Dict[str, Any]) -> Any:
         self.key += (json.dumps(desc, sort_keys=True),)
         found = _DRAWN.get(self.key)
         if found is None:
-            found = _SharedDraws(_shared_folder()).get(self.key)
+            found = self.shared.get(self.key)
             if found is not None:
                 _DRAWN.put(self.key, *found)
         if found is not None:
@@ -228,7 +229,7 @@ class _Draws:
         array = _np_array(desc, self.rng)
         state = self.rng.bit_generator.state
         _DRAWN.put(self.key, array, state)
-        _SharedDraws(_shared_folder()).put(self.key, array, state)
+        self.shared.put(self.key, array, state)
         return array
 
 
