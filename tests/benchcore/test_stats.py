@@ -10,6 +10,7 @@ from benchcore.compare.tests import mann_whitney, t_on_logs
 from benchcore.measure.measurement import (
     Measurement,
     median_confidence_ranks,
+    median_of,
     percent_change,
     round_sizes_of,
     within_step,
@@ -409,3 +410,15 @@ def test_percentiles_are_numpys_to_the_last_bit(n):
     m = Measurement(list(samples))
     for q in (0, 1, 10, 25, 33.3, 50, 62.5, 75, 90, 95, 99, 99.9, 100):
         assert m.percentile(q) == float(np.percentile(samples, q)), (n, q)
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 4, 5, 8, 13, 100])
+def test_medians_are_numpys_to_the_last_bit(n):
+    rng = np.random.default_rng(n)
+    samples = rng.lognormal(0.0, 1.0, n) * 1e-3
+    assert median_of(list(samples)) == float(np.median(samples))
+    rounds = [list(rng.lognormal(0.0, 1.0, k)) for k in (n, n + 1, max(1, n - 1))]
+    m = Measurement.from_rounds(rounds)
+    assert m.median == float(np.median(m.samples_ms))
+    assert m.round_medians == tuple(float(np.median(r)) for r in rounds)
+    assert m.center == float(np.median([float(np.median(r)) for r in rounds]))
