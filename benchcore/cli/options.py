@@ -101,8 +101,8 @@ def add_run_arguments(parser: argparse.ArgumentParser, rounds: int, timeout_s: f
     group.add_argument("--no-isolation", action="store_true",
                        help="run cases in this process (for debugging); a crash then ends the sweep and --timeout is not enforced")
     group.add_argument("--memory-limit-gb", type=positive_float, default=memory_limit_gb,
-                       help=f"restart the worker process after a case that leaves it above this resident memory "
-                            f"(default {memory_limit_gb:g}{memory_why})")
+                       help=f"replace the worker process after a case that leaves it above this resident memory; later "
+                            f"rounds keep it for the cases an earlier one showed to fit (default {memory_limit_gb:g}{memory_why})")
     group.add_argument("--overwrite", action="store_true", help="replace an existing output file")
     group.add_argument("--target-precision", type=percent, default=None, metavar="PCT",
                        help="adaptive mode: sample until IQR/median is below PCT percent (e.g. 5), between --min-time "

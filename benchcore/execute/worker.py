@@ -13,8 +13,9 @@ time start when the worker is ready, so they never include a worker's start-up.
   case recorded as `timeout`. A fresh worker takes the next case.
 - A case that failed with a CUDA error (sticky: benchcore.execute.device_errors) is recorded with
   it, and a fresh worker takes the next case.
-- A worker whose resident memory passes the ceiling is restarted after its case, which keeps
-  a long sweep's memory bounded (MXNet's pooled allocator never returns memory to the OS).
+- A worker whose resident memory passes the ceiling is replaced before the next case, which
+  keeps a long sweep's memory bounded (MXNet keeps its largest workspace for the process's
+  life), unless an earlier round showed that case to fit in what the worker carries (MemoryBook).
 - Every finished result is appended (and flushed) to the checkpoint at once
   (benchcore.execute.checkpoint), so Ctrl-C or `kill -9` of the parent loses nothing; `resume`
   skips what is there. It is fsynced at most every CHECKPOINT_SYNC_S (a crash of the machine
@@ -54,7 +55,7 @@ from benchcore.measure import contention, reference
 from benchcore.measure.audit import RoundAudits
 from benchcore.measure.case import CaseSpec
 from benchcore.measure.instructions import read_dumps
-from benchcore.measure.memory import resident_bytes
+from benchcore.measure.memory import RSS_BEFORE, RSS_PEAK, resident_bytes
 from benchcore.report.model import CaseResult
 
 STDERR_TAIL_CHARS = 4000
@@ -426,6 +427,35 @@ def run_slots(
     return results
 
 
+class MemoryBook:
+    """What the sweep's earlier slots showed of each case's memory, so that a worker a heavy case
+    left above --memory-limit-gb (MXNet keeps its largest temporary workspace for the process's
+    life) need not be replaced before every case: a fresh worker costs a second or more (the
+    framework's import), a round of the full MXNet sweep had two or three such replacements, and
+    the light cases that follow do not need the memory back.
+
+    A case fits a worker that carries `resident` bytes where an earlier slot of it (an earlier
+    round, the other side) grew its worker by at most the headroom up to the highest peak any
+    worker of the sweep has reached: so carrying the memory never makes the sweep's largest
+    process larger than it already was. A case never seen does not fit (the first round
+    replaces its workers as before). Growth is the executor's resident peak over its resident
+    memory before the case (benchcore.measure.memory's figures)."""
+
+    def __init__(self):
+        self.growth: Dict[str, int] = {}
+        self.highest_peak = 0
+
+    def record(self, key: str, metrics: dict) -> None:
+        before, peak = metrics.get(RSS_BEFORE), metrics.get(RSS_PEAK)
+        if isinstance(before, int) and isinstance(peak, int):
+            self.growth[key] = max(self.growth.get(key, 0), peak - before)
+            self.highest_peak = max(self.highest_peak, peak)
+
+    def fits(self, key: str, resident: Optional[int]) -> bool:
+        grown = self.growth.get(key)
+        return grown is not None and resident is not None and resident + grown <= self.highest_peak
+
+
 class _Runners:
     """One runner per side, all replaced when a new round starts."""
 
@@ -435,18 +465,24 @@ class _Runners:
         self.memory_limit_bytes, self.pythons = memory_limit_bytes, pythons
         self.by_side: Dict[str, object] = {}
         self.round: Optional[int] = None
+        self.memory = MemoryBook()
+        #: with two sides, the other side's case runs while a worker waits for its next one
+        self.sides: set = set()
 
     def run(self, slot: Slot, options: dict, timeout_s):
         if slot.round != self.round:
             self.close()
             self.round = slot.round
+        self.sides.add(slot.side)
         runner = self.by_side.get(slot.side)
         if runner is None:
             runner = (_Isolated(self.executor, self.env, self.memory_limit_bytes, self.pythons.get(slot.side),
-                                self.launcher)
+                                self.launcher, self.memory)
                       if self.isolate else _InProcess(self.executor))
             self.by_side[slot.side] = runner
-        return runner.run(slot.spec, options, timeout_s)
+        answer = runner.run(slot.spec, options, timeout_s, keep_over_limit=len(self.sides) == 1)
+        self.memory.record(slot.spec.key, answer.get("metrics") or {})
+        return answer
 
     def close(self, kill: bool = False):
         for runner in self.by_side.values():
@@ -458,7 +494,7 @@ class _InProcess:
     def __init__(self, executor: str):
         self.executor = load_executor(executor)
 
-    def run(self, spec, options, timeout_s):
+    def run(self, spec, options, timeout_s, keep_over_limit: bool = False):
         return read_dumps(execute_one(self.executor, spec, options))
 
     def close(self, kill: bool = False):
@@ -467,26 +503,33 @@ class _InProcess:
 
 class _Isolated:
     def __init__(self, executor: str, env, memory_limit_bytes, python: Optional[str] = None,
-                 launcher: Sequence[str] = ()):
+                 launcher: Sequence[str] = (), memory: Optional["MemoryBook"] = None):
         self.executor = executor
         self.launcher = launcher
         self.env = env
         self.memory_limit_bytes = memory_limit_bytes
         self.python = python
+        self.memory = memory or MemoryBook()
         self.worker: Optional[Worker] = None
 
-    def run(self, spec, options, timeout_s):
+    def run(self, spec, options, timeout_s, keep_over_limit: bool = False):
+        """The case's answer from this side's worker. A worker a case left above the memory
+        limit is replaced before the next case, unless `keep_over_limit` (no other side's worker
+        runs meanwhile) and the MemoryBook knows that case fits in what it carries."""
+        if self.worker is not None and self._over_limit() and not (
+                keep_over_limit and self.memory.fits(spec.key, self.worker.rss_bytes)):
+            self._replace_worker(start=False)
         if self.worker is None or not self.worker.alive():
             self._replace_worker()
         answer = read_dumps(self.worker.request(spec, options, timeout_s))  # before a new worker drops its scratch
-        over_limit = (
-            self.memory_limit_bytes is not None
-            and self.worker.rss_bytes is not None
-            and self.worker.rss_bytes > self.memory_limit_bytes
-        )
-        if answer["status"] in ("crashed", "timeout") or over_limit or leaves_worker_unusable(answer):
+        if answer["status"] in ("crashed", "timeout") or leaves_worker_unusable(answer) or (
+                self._over_limit() and not keep_over_limit):
             self._replace_worker(start=False)
         return answer
+
+    def _over_limit(self) -> bool:
+        return (self.memory_limit_bytes is not None and self.worker.rss_bytes is not None
+                and self.worker.rss_bytes > self.memory_limit_bytes)
 
     def _replace_worker(self, start: bool = True):
         if self.worker is not None:

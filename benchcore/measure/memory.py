@@ -12,6 +12,9 @@ from __future__ import annotations
 import os
 from typing import Optional
 
+#: the metrics keys every executor reports them under (benchcore.execute.worker.MemoryBook reads them)
+RSS_BEFORE, RSS_PEAK, RSS_AFTER = "rss_before_bytes", "rss_peak_bytes", "rss_after_bytes"
+
 
 def resident_bytes() -> Optional[int]:
     """This process's resident memory now."""

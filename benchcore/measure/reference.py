@@ -23,6 +23,7 @@ from typing import List, Optional, Sequence
 
 from benchcore.measure.case import CaseSpec, Workload
 from benchcore.measure.measurement import Measurement
+from benchcore.measure.memory import RSS_BEFORE, RSS_PEAK, peak_rss, reset_peak_rss, resident_bytes
 from benchcore.measure.runner import RunSettings, run_workload
 from benchcore.measure.timers import PerfCounterTimer
 
@@ -74,11 +75,15 @@ _BUILT: dict = {}
 
 
 def execute(spec: CaseSpec, options: dict) -> dict:
-    """The reference's metrics: `compute` and `memory` Measurements (ms per call)."""
+    """The reference's metrics: `compute` and `memory` Measurements (ms per call), and the
+    worker's memory around the probe, as every executor reports it (a worker the previous case
+    left above the memory limit may then take a probe: benchcore.execute.worker.MemoryBook)."""
+    rss_before, peak_reset = resident_bytes(), reset_peak_rss()
     timer = PerfCounterTimer(sync=lambda: None)
     if not _BUILT:
         _BUILT.update(compute=compute_workload(), memory=memory_workload())
-    return {name: run_workload(_BUILT[name], SETTINGS, timer).forward.to_dict() for name in PARTS}
+    metrics = {name: run_workload(_BUILT[name], SETTINGS, timer).forward.to_dict() for name in PARTS}
+    return {**metrics, RSS_BEFORE: rss_before, RSS_PEAK: peak_rss() if peak_reset else None}
 
 
 def specs(case_count: int) -> List[CaseSpec]:

@@ -30,6 +30,14 @@ def execute(spec, options):
         # hold ~64 MiB so the memory ceiling restarts the worker
         execute.ballast = bytearray(64 * 2**20)
         return {"pid": os.getpid()}
+    if action == "memory":  # holds `hold_mib` for the worker's life, touches `peak_mib` for the case's
+        from benchcore.measure import memory
+
+        before, reset = memory.resident_bytes(), memory.reset_peak_rss()
+        execute.held = getattr(execute, "held", []) + [b"h" * (spec.params.get("hold_mib", 0) * 2**20)]
+        transient = b"t" * (spec.params.get("peak_mib", 0) * 2**20)
+        del transient
+        return {"pid": os.getpid(), memory.RSS_BEFORE: before, memory.RSS_PEAK: memory.peak_rss() if reset else None}
     if action == "slow":
         time.sleep(spec.params.get("seconds", 0.5))
         return {"pid": os.getpid()}

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from benchcore.errors import UsageError
-from benchcore.execute.checkpoint import Checkpoint
-from benchcore.execute.worker import run_cases
+from benchcore.execute.checkpoint import Checkpoint, Slot
+from benchcore.execute.worker import run_cases, run_slots
 from benchcore.measure.case import CaseSpec
 
 EXECUTOR = "tests.benchcore.executors:execute"
@@ -149,6 +149,29 @@ def test_memory_ceiling_restarts_the_worker():
     assert results[0].metrics["pid"] != results[1].metrics["pid"]
     results = run_cases(specs, EXECUTOR, timeout_s=10, memory_limit_bytes=8 * 2**30)
     assert results[0].metrics["pid"] == results[1].metrics["pid"]
+
+
+def _memory_slots(sides):
+    cases = [case("bloat", action="memory", hold_mib=64), case("light", action="memory"),
+             case("big", action="memory", peak_mib=128)]
+    return [Slot(spec, round=r, side=side) for r in (1, 2) for spec in cases for side in sides]
+
+
+def test_a_worker_over_the_memory_limit_keeps_the_cases_known_to_fit():
+    """Above the limit (1 byte: every worker is), a case never seen gets a fresh worker; in the
+    next round, one an earlier round showed to fit under the sweep's highest peak stays in the
+    worker the heavy case left behind, and one that would raise that peak does not."""
+    pairs = run_slots(_memory_slots([""]), EXECUTOR, timeout_s=20, memory_limit_bytes=1)
+    pids = [[result.metrics["pid"] for slot, result in pairs if slot.round == r] for r in (1, 2)]
+    assert len(set(pids[0])) == 3
+    bloat, light, big = pids[1]
+    assert bloat == light != big and not set(pids[1]) & set(pids[0])
+
+
+def test_with_two_sides_a_worker_over_the_memory_limit_is_replaced_at_once():
+    pairs = run_slots(_memory_slots(["base", "new"]), EXECUTOR, timeout_s=20, memory_limit_bytes=1)
+    second = [(slot.spec.name, result.metrics["pid"]) for slot, result in pairs if slot.round == 2 and slot.side == "base"]
+    assert len({pid for _name, pid in second}) == 3
 
 
 def test_in_process_mode_runs_here():

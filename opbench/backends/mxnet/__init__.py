@@ -38,8 +38,9 @@ ENGINES = ("native", "python", "instructions")
 #: Deconvolution 2-D at (32,3,256,256), adds 1.9 GiB on top of whatever the worker holds
 #: (2.07 GiB fresh, 2.62 after that Convolution case), and the parent holds about 0.35 GiB;
 #: so the limit must stay below 3 - 1.9 - 0.35 GiB for the full sweep to stay under 3 GiB in
-#: any case order. 0.7 GiB restarts the worker after the heavy cases only (metrics
-#: rss_before/peak/after_bytes show it per case).
+#: any case order. 0.7 GiB replaces the worker after the heavy cases only (metrics
+#: rss_before/peak/after_bytes show it per case), and from the second round on only before a case
+#: that would raise the sweep's highest peak (benchcore.execute.worker.MemoryBook).
 WORKER_MEMORY_LIMIT_GB = 0.7
 
 
