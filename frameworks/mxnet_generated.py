@@ -71,7 +71,7 @@ class OperatorCode:
             return compile(source, "<string>", "exec", flags, dont_inherit=True)
         template = source[:match.start(1)] + sentinel + source[match.end(1):]
         key = hashlib.sha256(f"{flags}\0{template}".encode()).digest()
-        code = self.stored.get(key) or self.compiled(template, flags, int(sentinel))
+        code = self.used.get(key) or self.stored.get(key) or self.compiled(template, flags, int(sentinel))
         if code is None:  # the sentinel is not the template's one such constant (a folded expression)
             return compile(source, "<string>", "exec", flags, dont_inherit=True)
         self.used[key] = code
