@@ -35,8 +35,10 @@ HANDLE = re.compile(r"\n    return (?:_imperative_invoke|_symbol_creator)\((\d+)
 #: the digit a template's sentinel repeats: the sentinel takes the handle's place with as many
 #: digits, so the code's column positions (co_linetable) are those of the real source
 SENTINEL_DIGIT = "7"
-#: the __future__ flags a string given to exec inherits from its caller's code
-FUTURE_FLAGS = sum(getattr(__future__, feature).compiler_flag for feature in __future__.all_feature_names)
+#: the __future__ flags a string given to exec inherits from its caller's code (less the obsolete
+#: nested_scopes flag, which CPython leaves out too)
+FUTURE_FLAGS = sum(getattr(__future__, feature).compiler_flag
+                   for feature in __future__.all_feature_names) & ~__future__.CO_NESTED
 #: the real exec, which OperatorCode.exec ends in and `reused` puts back
 builtins_exec = builtins.exec
 
