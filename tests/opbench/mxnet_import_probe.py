@@ -50,7 +50,7 @@ def described(code: CodeType, operators: dict):
                       else f"handle of {operators[constant]}" if type(constant) is int and constant in operators
                       else constant
                       for constant in code.co_consts)
-    return (code.co_name, code.co_qualname, code.co_filename, code.co_flags, code.co_argcount,
+    return (code.co_name, getattr(code, "co_qualname", None), code.co_filename, code.co_flags, code.co_argcount,
             code.co_kwonlyargcount, code.co_varnames, code.co_names, code.co_code, code.co_linetable, constants)
 
 

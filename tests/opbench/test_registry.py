@@ -311,3 +311,26 @@ def test_the_store_holds_what_one_import_used(first_worker_import, tmp_path):
     again = mxnet_import_probe.run("worker", folder)
     assert again["compiled"] == 1 and again["digest"] == plain["digest"]
     assert marshal.loads((folder / name).read_bytes()).keys() == templates.keys()
+
+
+def test_the_stores_exec_is_execs_own():
+    """OperatorCode.exec, builtins.exec during a worker's MXNet import: the caller's globals by
+    default, the caller's __future__ flags (this module has no `annotations`, mxnet_generated
+    has), code objects passed through; a generated function's template compiled once and its
+    handle put back (a docstring's numbers left alone)."""
+    operator_code = mxnet_generated.OperatorCode({})
+    local, namespace = {}, {}
+    operator_code.exec("def f():\n    return 1\n", None, local)
+    assert local["f"].__globals__ is globals() and local["f"]() == 1
+    operator_code.exec(compile("y = 2", "<string>", "exec"), namespace)
+    assert namespace["y"] == 2
+    with pytest.raises(NameError):
+        operator_code.exec("def g(a: undefined_name): pass", {})
+    generated = 'def h(a):\n    """Default 0.899999976, 12345."""\n    return _imperative_invoke({}, a, None)'
+    operator_code.exec(generated.format(12345), None, local)
+    assert operator_code.compiled_new and len(operator_code.used) == 1
+    assert 12345 in local["h"].__code__.co_consts and local["h"].__doc__ == "Default 0.899999976, 12345."
+    again = mxnet_generated.OperatorCode(operator_code.used)
+    again.exec(generated.format(54321), None, local)
+    assert not again.compiled_new and 54321 in local["h"].__code__.co_consts
+    assert 12345 not in local["h"].__code__.co_consts and local["h"].__doc__ == "Default 0.899999976, 12345."
