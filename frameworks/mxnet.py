@@ -48,14 +48,14 @@ class _Refuse(importlib.abc.MetaPathFinder):
 def import_for_worker() -> None:
     """Import MXNet in a worker without NOT_FOR_OPERATORS (a WORKER_PRELOAD entry): those
     modules stay importable afterwards; MXNet's own references to them are None. The operator
-    functions MXNet generates are compiled once per build (frameworks.mxnet_generated: half of
+    functions MXNet generates are compiled once per build (frameworks.mxnet_generated: 40-50% of
     the import, paid by every round's fresh worker) and stored in the cache folder."""
     import sys
 
-    from frameworks import mxnet_generated
-
     if "mxnet" in sys.modules:
         return
+    from frameworks import mxnet_generated
+
     refuse = _Refuse(NOT_FOR_OPERATORS)
     sys.meta_path.insert(0, refuse)
     try:
