@@ -51,3 +51,15 @@ def write(path: Path, kind: str, body: dict) -> None:
         write_text_atomic(path, json.dumps({"format": kind, "body": body}) + "\n", overwrite=True)
     except (OSError, UsageError):
         pass
+
+
+def write_bytes(path: Path, data: bytes) -> None:
+    """`write` for a binary file: whole or not at all, nothing where the folder is read-only."""
+    from benchcore.errors import UsageError
+    from benchcore.report.model import write_bytes_atomic
+
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_bytes_atomic(path, data, overwrite=True)
+    except (OSError, UsageError):
+        pass

@@ -227,3 +227,16 @@ def test_an_ab_side_older_than_supported_is_refused_before_anything_runs(tmp_pat
     _one_line_error(proc, f"--base-python {side} cannot import what opbench needs (benchcore.errors.UsageError: "
                           "mxnet 1.3.1 is older than opbench supports (1.4.1 to 1.9.1)")
     assert not (tmp_path / "ab" / "base.json").exists()
+
+
+def test_a_workers_second_import_takes_the_generated_operator_functions_from_the_store(tmp_path):
+    """frameworks.mxnet_generated on this release: the second fresh worker compiles none of
+    MXNet's generated operator functions and gets those of a plain import (code, handles by
+    operator, docstrings, results)."""
+    from tests.opbench import mxnet_import_probe
+
+    assert releases.installed_version() == RELEASE
+    plain, first, second = (mxnet_import_probe.run(how, tmp_path) for how in ("plain", "worker", "worker"))
+    assert first["compiled"] > 1000 and second["compiled"] == 0
+    assert first["digest"] == second["digest"] == plain["digest"]
+    assert first["results"] == second["results"] == plain["results"]

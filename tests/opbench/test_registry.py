@@ -1,6 +1,7 @@
 """The registry scan and the categories, on the real mxnet 1.9.1 (figures from ANCHORS.md)."""
 
 import json
+import marshal
 import os
 import subprocess
 import sys
@@ -11,8 +12,9 @@ import pytest
 
 import frameworks.mxnet as frameworks_mxnet
 from benchcore.errors import UsageError
-from frameworks import cache
+from frameworks import cache, mxnet_generated
 from opbench.backends.mxnet import categories, registry, releases
+from tests.opbench import mxnet_import_probe
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -250,3 +252,85 @@ def test_a_worker_imports_mxnet_without_what_no_operator_uses():
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.split() == ["False", "True", "True", "True", "8.0", "1.5", "0.5"]
+
+
+@pytest.fixture(scope="module")
+def first_worker_import(tmp_path_factory):
+    """A plain `import mxnet` and a worker's first import (an empty cache folder): the probe's
+    answers, and the store that import wrote."""
+    folder = tmp_path_factory.mktemp("store")
+    plain = mxnet_import_probe.run("plain", folder)
+    first = mxnet_import_probe.run("worker", folder)
+    (store,) = folder.iterdir()
+    return plain, first, store.name, store.read_bytes()
+
+
+def _cache_folder_holding(tmp_path, name, data):
+    (tmp_path / name).write_bytes(data)
+    return tmp_path
+
+
+def test_a_workers_second_import_compiles_no_generated_operator_function(first_worker_import, tmp_path):
+    """frameworks.mxnet_generated: a worker's first import compiles MXNet's generated operator
+    functions and stores their templates; the next fresh worker compiles none of them. Every
+    generated function (code, handle named by its operator, docstring, name, defaults) and a few
+    operators' results (ndarray, out=, symbols bound and run, mx.np, mx.npx) are those of a plain
+    `import mxnet`."""
+    plain, first, name, data = first_worker_import
+    assert name == mxnet_generated.store_file(frameworks_mxnet.build_name(), tmp_path).name
+    second = mxnet_import_probe.run("worker", _cache_folder_holding(tmp_path, name, data))
+    assert plain["compiled"] == 0 and first["compiled"] > 2000 and second["compiled"] == 0
+    assert first["functions"] == second["functions"] == plain["functions"] > 2000
+    assert first["digest"] == second["digest"] == plain["digest"]
+    assert first["results"] == second["results"] == plain["results"]
+    assert len(marshal.loads(data)) == first["compiled"]
+
+
+@pytest.mark.parametrize("damage", ["not marshal", "truncated", "another object"])
+def test_a_corrupt_store_is_ignored_and_replaced(first_worker_import, tmp_path, damage):
+    plain, first, name, data = first_worker_import
+    damaged = {"not marshal": b"\x00not marshal", "truncated": data[:len(data) // 2],
+               "another object": marshal.dumps({b"key": "not code"})}[damage]
+    again = mxnet_import_probe.run("worker", _cache_folder_holding(tmp_path, name, damaged))
+    assert again["compiled"] == first["compiled"] and again["digest"] == plain["digest"]
+    assert marshal.loads((tmp_path / name).read_bytes()).keys() == marshal.loads(data).keys()
+
+
+def test_the_store_holds_what_one_import_used(first_worker_import, tmp_path):
+    """Imported again, the store is not rewritten; where an import compiled something anew, it
+    is rewritten with exactly the templates that import used (a stale one dropped)."""
+    plain, first, name, data = first_worker_import
+    folder = _cache_folder_holding(tmp_path, name, data)
+    written = (folder / name).stat().st_mtime_ns
+    mxnet_import_probe.run("worker", folder)
+    assert (folder / name).read_bytes() == data and (folder / name).stat().st_mtime_ns == written
+    templates = marshal.loads(data)
+    dropped = next(iter(templates))
+    stale = {**{key: code for key, code in templates.items() if key != dropped}, b"stale": templates[dropped]}
+    (folder / name).write_bytes(marshal.dumps(stale))
+    again = mxnet_import_probe.run("worker", folder)
+    assert again["compiled"] == 1 and again["digest"] == plain["digest"]
+    assert marshal.loads((folder / name).read_bytes()).keys() == templates.keys()
+
+
+def test_the_stores_exec_is_execs_own():
+    """OperatorCode.exec, builtins.exec during a worker's MXNet import: the caller's globals by
+    default, the caller's __future__ flags (this module has no `annotations`, mxnet_generated
+    has), code objects passed through; a generated function's template compiled once and its
+    handle put back (a docstring's numbers left alone)."""
+    operator_code = mxnet_generated.OperatorCode({})
+    local, namespace = {}, {}
+    operator_code.exec("def f():\n    return 1\n", None, local)
+    assert local["f"].__globals__ is globals() and local["f"]() == 1
+    operator_code.exec(compile("y = 2", "<string>", "exec"), namespace)
+    assert namespace["y"] == 2
+    with pytest.raises(NameError):
+        operator_code.exec("def g(a: undefined_name): pass", {})
+    generated = 'def h(a):\n    """Default 0.899999976, 12345."""\n    return _imperative_invoke({}, a, None)'
+    operator_code.exec(generated.format(12345), None, local)
+    assert operator_code.compiled_new and len(operator_code.used) == 1
+    assert 12345 in local["h"].__code__.co_consts and local["h"].__doc__ == "Default 0.899999976, 12345."
+    again = mxnet_generated.OperatorCode(operator_code.used)
+    again.exec(generated.format(54321), None, local)
+    assert not again.compiled_new and 54321 in local["h"].__code__.co_consts
+    assert 12345 not in local["h"].__code__.co_consts and local["h"].__doc__ == "Default 0.899999976, 12345."
