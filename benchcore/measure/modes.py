@@ -17,8 +17,6 @@ from typing import List, Optional, Protocol, Sequence, Tuple
 
 import numpy as np
 
-from benchcore.measure.measurement import median_of  # a function: measurement imports modes only inside to_dict
-
 
 class Measurement(Protocol):
     """What modes reads of a benchcore.measure.measurement.Measurement (named here, not imported:
@@ -93,7 +91,7 @@ def across_rounds(m: "Measurement") -> Optional[Modes]:
     slow_samples = [s for i, r in enumerate(m.rounds, 1) if i in slow for s in r]
     if np.percentile(fast_samples, 75) >= np.percentile(slow_samples, 25):
         return None
-    return Modes(ACROSS, median_of(ordered[:at]), median_of(ordered[at:]), slow)
+    return Modes(ACROSS, float(np.median(ordered[:at])), float(np.median(ordered[at:])), slow)
 
 
 def within_rounds(m: "Measurement") -> Optional[Modes]:
@@ -112,7 +110,7 @@ def within_rounds(m: "Measurement") -> Optional[Modes]:
             found.append(number)
     if not found:
         return None
-    return Modes(WITHIN, median_of(fast), median_of(slow), tuple(found))
+    return Modes(WITHIN, float(np.median(fast)), float(np.median(slow)), tuple(found))
 
 
 def of(m: Optional["Measurement"]) -> Optional[Modes]:
