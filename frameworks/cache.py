@@ -41,20 +41,13 @@ def read(path: Path, kind: str) -> Optional[dict]:
 
 
 def write(path: Path, kind: str, body: dict) -> None:
-    """Cache `body` at `path` (written whole or not at all); where the folder cannot be written
-    (a read-only home), nothing is cached and the next run builds it again."""
-    from benchcore.errors import UsageError
-    from benchcore.report.model import write_text_atomic
-
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        write_text_atomic(path, json.dumps({"format": kind, "body": body}) + "\n", overwrite=True)
-    except (OSError, UsageError):
-        pass
+    """Cache `body` at `path` as a `kind` file (see write_bytes)."""
+    write_bytes(path, (json.dumps({"format": kind, "body": body}) + "\n").encode("utf-8"))
 
 
 def write_bytes(path: Path, data: bytes) -> None:
-    """`write` for a binary file: whole or not at all, nothing where the folder is read-only."""
+    """Cache `data` at `path`, written whole or not at all; where the folder cannot be written
+    (a read-only home), nothing is cached and the next run builds it again."""
     from benchcore.errors import UsageError
     from benchcore.report.model import write_bytes_atomic
 

@@ -9,6 +9,7 @@ import frameworks.mxnet
 import frameworks.torch
 from benchcore.measure import modes
 from benchcore.measure.measurement import Measurement, round_sizes_of
+from benchcore.measure.memory import RSS_AFTER, RSS_BEFORE, RSS_PEAK
 from benchcore.report.figures import METRICS, Timing, from_average, from_measurement, number, sampled
 from benchcore.report.model import CaseResult
 from benchcore.suite import Suite
@@ -24,7 +25,7 @@ ADAPTERS = {"mxnet": frameworks.mxnet, "torch": frameworks.torch}
 PROFILER_RULES = {
     "Count": sum, "Total_ms": sum, "calls": sum, "Min_ms": min, "Max_ms": max,
     "count": sum, "total_ms": sum, "min_ms": min, "max_ms": max,
-    "peak_bytes": max, "rss_peak_bytes": max, "rss_after_bytes": max, "rss_before_bytes": max,
+    "peak_bytes": max, RSS_PEAK: max, RSS_AFTER: max, RSS_BEFORE: max,
 }
 
 

@@ -400,7 +400,8 @@ def run_slots(
         store.start(options)
     shared = make_shared_scratch()
     env = dict(os.environ if env is None else env, **{SHARED_SCRATCH_ENV: shared})
-    runners = _Runners(executor, isolate, env, memory_limit_bytes, pythons or {}, launcher)
+    runners = _Runners(executor, isolate, env, memory_limit_bytes, pythons or {}, launcher,
+                       one_side=len({slot.side for slot in slots}) == 1)
     audits = RoundAudits(options)
     results: List[Tuple[Slot, CaseResult]] = []
     try:
@@ -460,27 +461,27 @@ class _Runners:
     """One runner per side, all replaced when a new round starts."""
 
     def __init__(self, executor: str, isolate: bool, env, memory_limit_bytes, pythons: Dict[str, str],
-                 launcher: Sequence[str] = ()):
+                 launcher: Sequence[str] = (), one_side: bool = True):
         self.executor, self.isolate, self.env, self.launcher = executor, isolate, env, tuple(launcher)
         self.memory_limit_bytes, self.pythons = memory_limit_bytes, pythons
         self.by_side: Dict[str, object] = {}
         self.round: Optional[int] = None
         self.memory = MemoryBook()
-        #: with two sides, the other side's case runs while a worker waits for its next one
-        self.sides: set = set()
+        #: with two sides, the other side's case runs while a worker waits for its next one, so a
+        #: worker over the memory limit is not kept
+        self.keep_over_limit = one_side
 
     def run(self, slot: Slot, options: dict, timeout_s):
         if slot.round != self.round:
             self.close()
             self.round = slot.round
-        self.sides.add(slot.side)
         runner = self.by_side.get(slot.side)
         if runner is None:
-            runner = (_Isolated(self.executor, self.env, self.memory_limit_bytes, self.pythons.get(slot.side),
-                                self.launcher, self.memory)
+            runner = (_Isolated(self.executor, self.env, self.memory_limit_bytes, self.memory,
+                                self.pythons.get(slot.side), self.launcher)
                       if self.isolate else _InProcess(self.executor))
             self.by_side[slot.side] = runner
-        answer = runner.run(slot.spec, options, timeout_s, keep_over_limit=len(self.sides) == 1)
+        answer = runner.run(slot.spec, options, timeout_s, keep_over_limit=self.keep_over_limit)
         self.memory.record(slot.spec.key, answer.get("metrics") or {})
         return answer
 
@@ -502,14 +503,14 @@ class _InProcess:
 
 
 class _Isolated:
-    def __init__(self, executor: str, env, memory_limit_bytes, python: Optional[str] = None,
-                 launcher: Sequence[str] = (), memory: Optional["MemoryBook"] = None):
+    def __init__(self, executor: str, env, memory_limit_bytes, memory: MemoryBook, python: Optional[str] = None,
+                 launcher: Sequence[str] = ()):
         self.executor = executor
         self.launcher = launcher
         self.env = env
         self.memory_limit_bytes = memory_limit_bytes
         self.python = python
-        self.memory = memory or MemoryBook()
+        self.memory = memory
         self.worker: Optional[Worker] = None
 
     def run(self, spec, options, timeout_s, keep_over_limit: bool = False):

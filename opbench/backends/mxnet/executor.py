@@ -54,7 +54,7 @@ from benchcore.errors import SkipCase, UsageError
 from benchcore.measure import audit
 from benchcore.measure.case import CaseSpec, Workload
 from benchcore.measure.measurement import Measurement
-from benchcore.measure.memory import peak_rss, reset_peak_rss, resident_bytes
+from benchcore.measure.memory import RSS_AFTER, RSS_BEFORE, RSS_PEAK, peak_rss, reset_peak_rss, resident_bytes
 from benchcore.measure.runner import RunSettings, run_workload
 from benchcore.measure.timers import PerfCounterTimer
 from opbench import inputs
@@ -403,13 +403,13 @@ def execute(spec: CaseSpec, options: dict) -> dict:
     metrics["inputs"] = describe_inputs(spec)
     metrics["input_bytes"] = sum(_nbytes(a) for a in _arrays(materialized.args) + _arrays(materialized.kwargs))
     metrics["threads"] = options.get("threads")
-    metrics["rss_before_bytes"] = rss_before
-    metrics["rss_peak_bytes"] = peak_rss() if peak_reset else None
+    metrics[RSS_BEFORE] = rss_before
+    metrics[RSS_PEAK] = peak_rss() if peak_reset else None
     metrics["denormals"] = denormals
     counted.record(metrics, options, workload)
     del materialized, workload, counted
     _sync()
-    metrics["rss_after_bytes"] = resident_bytes()
+    metrics[RSS_AFTER] = resident_bytes()
     return metrics
 
 

@@ -47,7 +47,7 @@ from benchcore.errors import SkipCase, UsageError
 from benchcore.measure import audit
 from benchcore.measure.case import CaseSpec, Workload
 from benchcore.measure.gpu_clock import sm_clock
-from benchcore.measure.memory import peak_rss, reset_peak_rss, resident_bytes
+from benchcore.measure.memory import RSS_AFTER, RSS_BEFORE, RSS_PEAK, peak_rss, reset_peak_rss, resident_bytes
 from benchcore.measure.runner import RunSettings, run_workload
 from benchcore.measure.timers import PhaseMarker, timer_for
 
@@ -391,13 +391,13 @@ def _run_case(spec: CaseSpec, options: dict, engine: str, device: str) -> dict:
     metrics["inputs"] = entry["inputs"]
     metrics["input_bytes"] = sum(t.numel() * t.element_size() for t in tensors_in([first, args, kwargs]))
     metrics["threads"] = torch.get_num_threads()
-    metrics["rss_before_bytes"] = rss_before
-    metrics["rss_peak_bytes"] = peak_rss() if peak_reset else None
+    metrics[RSS_BEFORE] = rss_before
+    metrics[RSS_PEAK] = peak_rss() if peak_reset else None
     metrics["denormals"] = denormals
     counted.record(metrics, options, workload)
     del first, args, kwargs, workload, counted
     return_freed_memory()
-    metrics["rss_after_bytes"] = resident_bytes()
+    metrics[RSS_AFTER] = resident_bytes()
     return metrics
 
 
