@@ -9,8 +9,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 from benchcore.execute import code_path, valgrind
 from benchcore.measure.instructions import faithfulness
 
@@ -123,8 +121,7 @@ def test_a_probe_records_the_interpreter_it_ran_under_natively_and_under_valgrin
     """A real second interpreter (a link to a python outside its venv), the core's probe only: cheap."""
     import shutil
 
-    if not shutil.which("valgrind"):
-        pytest.skip("valgrind is not installed")
+    assert shutil.which("valgrind"), "valgrind is not installed (scripts/test-system installs it)"
     other = tmp_path / "other-python"
     other.symlink_to(os.path.realpath(sys.executable))
     launcher = valgrind.launcher(None, "/x/shim.so", shutil.which("valgrind"))
