@@ -1,5 +1,6 @@
-"""The stored differentiability and zero-gradient tables equal what the real MXNet says
-(opbench.backends.mxnet.gradients), and a zero-gradient operator runs forward only, saying why."""
+"""The stored differentiability, zero-gradient and randomness tables equal what the real MXNet
+says (opbench.backends.mxnet.gradients), a zero-gradient operator runs forward only, saying why,
+and only the cases that draw from MXNet's generators seed them."""
 
 import stat
 import sys
@@ -28,6 +29,43 @@ def test_stored_table_equals_the_probe_on_the_installed_mxnet():
     assert zero == set(registry.ZERO_GRADIENT), (
         "registry.ZERO_GRADIENT no longer matches MXNet; `python -m opbench.backends.mxnet.gradients` prints the table")
     assert all((item["zero_gradient"] is None) == (item["differentiable"] is False) for item in probed.values())
+    drawing = {op for op, item in probed.items() if item["draws_random"]}
+    assert drawing == registry.DRAWS_RANDOM, (
+        "registry.DRAWS_RANDOM no longer matches MXNet; `python -m opbench.backends.mxnet.gradients` prints the table")
+
+
+def test_randomness_probe_tells_the_operators_that_draw():
+    for op in ("Dropout", "sample_multinomial", "shuffle", "random_uniform"):  # both of MXNet's generators
+        assert gradients.draws_random(op), op
+    for op in ("exp", "LeakyReLU", "broadcast_add"):  # rrelu draws in training mode only, never entered
+        assert not gradients.draws_random(op), op
+    assert registry.draws_random("Dropout") and not registry.draws_random("exp")
+    assert registry.draws_random("_plus_scalar")  # outside the probed selection: seeded, to be safe
+
+
+def _next_draws():
+    import mxnet as mx
+
+    return mx.nd.random.uniform(shape=(6,)).asnumpy().tolist(), mx.nd.random.shuffle(mx.nd.arange(12)).asnumpy().tolist()
+
+
+def test_only_the_cases_that_draw_seed_mxnet():
+    """A drawing case gets the same values whatever ran before it in the worker (seeded before it);
+    a case that does not draw leaves MXNet's generators where they were (not seeded: ~1 ms saved)."""
+    import mxnet as mx
+
+    from opbench.backends.mxnet.arrays import materialize
+
+    uniform = cases.generate_cases(ops=["random_uniform"], tiny=True)[0][0]
+    first = materialize(uniform).call().asnumpy().tolist()
+    _next_draws()  # the generators move on, as another drawing case would move them
+    assert materialize(uniform).call().asnumpy().tolist() == first
+    specs, _ = cases.generate_cases(ops=["exp"], tiny=True)
+    mx.random.seed(3)
+    expected = _next_draws()
+    mx.random.seed(3)
+    materialize(specs[0]).call()
+    assert _next_draws() == expected
 
 
 def test_probe_answers_and_reasons():
@@ -85,6 +123,8 @@ def test_a_crashing_operator_is_reported_and_the_probe_goes_on(tmp_path, monkeyp
     python.chmod(python.stat().st_mode | stat.S_IXUSR)
     monkeypatch.setenv(faults.CRASH_ENV, "exp")
     probed = gradients.probe(["abs", "exp", "relu"], python=str(python))
-    assert probed["abs"] == probed["relu"] == {"differentiable": True, "reason": None, "zero_gradient": False}
+    assert probed["abs"] == probed["relu"] == {"differentiable": True, "reason": None, "zero_gradient": False,
+                                               "draws_random": False}
     assert probed["exp"]["differentiable"] is None and probed["exp"]["zero_gradient"] is None
+    assert probed["exp"]["draws_random"] is None
     assert "died" in probed["exp"]["reason"]

@@ -163,7 +163,7 @@ def test_rnn_native_survives_the_memory_counter_of_1_4():
 def test_the_gradient_answers_equal_the_probe_on_this_release():
     """registry's stored answers (1.9.1's probe) with this release's differences
     (releases.GRADIENT_SINCE) equal what this MXNet answers, both ways, for every selected
-    operator it can run."""
+    operator it can run; so do the operators that draw from MXNet's generators."""
     runnable = [op for op in registry.selected_names() if not releases.broken(op, "cpu(0)")]
     probed = gradients.probe(runnable)
     unknown = {op: item["reason"] for op, item in probed.items() if item["differentiable"] is None}
@@ -173,6 +173,7 @@ def test_the_gradient_answers_equal_the_probe_on_this_release():
         assert info.differentiable == item["differentiable"], op
         assert info.not_differentiable == item["reason"], op
         assert bool(info.zero_gradient) == bool(item["zero_gradient"]), op
+        assert registry.draws_random(op) == item["draws_random"], op  # only these cases seed MXNet
 
 
 def test_ab_between_this_release_and_1_9_1_skips_what_the_old_side_lacks(tmp_path):

@@ -1,5 +1,6 @@
-"""Which operators MXNet can differentiate, and which have a gradient worth timing: the probe
-behind registry.NOT_DIFFERENTIABLE and registry.ZERO_GRADIENT.
+"""Which operators MXNet can differentiate, which have a gradient worth timing, and which draw
+from MXNet's random generators: the probe behind registry.NOT_DIFFERENTIABLE,
+registry.ZERO_GRADIENT and registry.DRAWS_RANDOM.
 
 opperf's `has_backward` only asks whether an operator named `_backward_<op>` is registered.
 That misses operators whose backward is registered under another name (split's is
@@ -32,10 +33,17 @@ input combination whose backward is not marked off, with random head gradients i
 True when every input gradient of every combination is exactly zero. Such operators stay
 differentiable, but their backward is not timed (reason ZERO_FILL).
 
+`draws_random(op)` says whether the sweep's cases of an operator take values from MXNet's
+random generators (the samplers, Dropout and rrelu in training, shuffle …): it seeds them, runs
+every tiny case as a timed case runs it, then draws from both of MXNet's CPU generators and
+compares with the same draws made right after the seed. Only such cases need MXNet seeded before
+them (opbench.backends.mxnet.arrays.materialize): seeding costs about a millisecond (MXNet seeds
+every state of its parallel generator), which every case of every round paid.
+
 The answers are not computed at every start (importing and probing every operator takes
 seconds): they are stored in registry.NOT_DIFFERENTIABLE and registry.ZERO_GRADIENT, and
 tests/opbench/test_gradients.py runs this probe on the installed MXNet and asserts the stored
-tables equal it. After an MXNet upgrade, `python -m opbench.backends.mxnet.gradients` prints the
+tables equal it (registry.DRAWS_RANDOM as well). After an MXNet upgrade, `python -m opbench.backends.mxnet.gradients` prints the
 tables to paste.
 
 `probe(ops)` runs the probe in child processes, so an operator that crashes MXNet (a segfault
@@ -55,7 +63,7 @@ from typing import Dict, Iterable, List, Optional, Tuple
 from benchcore.errors import error_summary
 from benchcore.measure.case import CaseSpec
 
-from . import cases, registry, rules
+from . import cases, registry, releases, rules
 from .arrays import materialize
 from .registry import IN_PLACE, NO_FGRADIENT, NO_OUTPUT, NO_TENSOR_INPUT, REASON_NAMES
 
@@ -167,9 +175,47 @@ def zero_gradient(op: str) -> bool:
     return True
 
 
+#: the seed the randomness probe sets; any seed would do
+PROBE_SEED = 7
+
+
+def _draws_after_seed(run) -> tuple:
+    """Values from both of MXNet's CPU generators (uniform: the parallel one; shuffle: the other)
+    after seeding them and running `run`."""
+    import mxnet as mx
+
+    mx.random.seed(PROBE_SEED)
+    run()
+    mx.nd.waitall()
+    return (tuple(mx.nd.random.uniform(shape=(8,)).asnumpy().tolist()),
+            tuple(mx.nd.random.shuffle(mx.nd.arange(32)).asnumpy().tolist()))
+
+
+def draws_random(op: str) -> bool:
+    """True when running `op`'s tiny cases as timed cases run them (executor.build_workload:
+    forward under autograd and backward where the case times it, else the plain call) changes
+    what MXNet's generators give next. Runs in this process, like probe_one."""
+    from .executor import build_workload
+
+    info = registry.get(op)
+    specs, _ = cases.generate_cases(ops=[op], tiny=True)
+    workloads = [build_workload(materialize(spec), bool(spec.params.get("run_backward")) and info.runs_backward)
+                 for spec in specs if not releases.broken(op, spec.params.get("ctx", "cpu(0)"))
+                 and not releases.unaccepted_value(info, spec.params["inputs"])]  # what execute() skips
+
+    def run_all():
+        for workload in workloads:
+            output = workload.forward()
+            if workload.backward is not None:
+                workload.backward(workload.backward_setup(output))
+
+    return _draws_after_seed(run_all) != _draws_after_seed(lambda: None)
+
+
 def probe(ops: Iterable[str], python: Optional[str] = None, timeout_s: float = 600.0) -> Dict[str, dict]:
     """Probe `ops` in child processes:
-    {op: {"differentiable": bool|None, "reason": str|None, "zero_gradient": bool|None}}.
+    {op: {"differentiable": bool|None, "reason": str|None, "zero_gradient": bool|None,
+    "draws_random": bool|None}}.
 
     zero_gradient is zero_gradient(op) for a differentiable operator, None otherwise. An
     operator that kills its child (signal or abort) gets differentiable None and a reason
@@ -185,13 +231,13 @@ def probe(ops: Iterable[str], python: Optional[str] = None, timeout_s: float = 6
         for line in proc.stdout.splitlines():
             if line.startswith("{"):
                 item = json.loads(line)
-                results[item["op"]] = {"differentiable": item["differentiable"], "reason": item["reason"],
-                                       "zero_gradient": item.get("zero_gradient")}
+                results[item["op"]] = {key: item.get(key) for key in
+                                       ("differentiable", "reason", "zero_gradient", "draws_random")}
         remaining = [op for op in remaining if op not in results]
         if remaining:
             crashed = remaining.pop(0)
             tail = " | ".join(proc.stderr.strip().splitlines()[-3:])
-            results[crashed] = {"differentiable": None, "zero_gradient": None,
+            results[crashed] = {"differentiable": None, "zero_gradient": None, "draws_random": None,
                                 "reason": f"the probe's process died (exit {proc.returncode}): {tail}"}
     return results
 
@@ -202,10 +248,10 @@ def _child(ops: List[str]) -> int:
         try:
             ok, reason = probe_one(op)
             item = {"op": op, "differentiable": ok, "reason": reason,
-                    "zero_gradient": zero_gradient(op) if ok else None}
+                    "zero_gradient": zero_gradient(op) if ok else None, "draws_random": draws_random(op)}
         except Exception as exc:  # reported, not raised: the other operators still get probed
             item = {"op": op, "differentiable": None, "reason": f"probe error: {error_summary(exc)}",
-                    "zero_gradient": None}
+                    "zero_gradient": None, "draws_random": None}
         print(json.dumps(item), flush=True)
     sys.stdout.flush()
     os._exit(0)  # skip MXNet's teardown: an earlier operator's damage must not look like a crash
@@ -226,6 +272,10 @@ def main(argv: Optional[List[str]] = None) -> int:
     print("ZERO_GRADIENT: Dict[str, str] = {op: ZERO_FILL for op in (")
     print("\n".join(f"    {op!r}," for op in zero))
     print(")}")
+    drawing = sorted(op for op, item in results.items() if item["draws_random"])
+    print("DRAWS_RANDOM: FrozenSet[str] = frozenset((")
+    print("\n".join(f"    {op!r}," for op in drawing))
+    print("))")
     unknown = {op: item["reason"] for op, item in results.items() if item["differentiable"] is None}
     for op, reason in sorted(unknown.items()):
         print(f"# {op}: {reason}", file=sys.stderr)
