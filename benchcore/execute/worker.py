@@ -156,7 +156,7 @@ def _leave(protocol) -> None:
     """End the worker once the parent closed its stdin, skipping the interpreter's teardown and
     the frameworks' exit handlers: MXNet writes its profiler's whole trace at exit (over a second
     after a round of cases; the parent removes it unread), and the parent waits for the exit
-    before the next round's worker starts."""
+    before the next worker's first case (Leaving)."""
     protocol.flush()
     sys.stderr.flush()
     if _FFLUSH is not None:  # what C libraries left in their stdio buffers
@@ -337,15 +337,45 @@ class Worker:
         self.process.wait()
         shutil.rmtree(self.scratch, ignore_errors=True)
 
-    def close(self) -> None:
-        if self.process.poll() is None:
+    def let_go(self) -> None:
+        """Tell the worker to end (EOF on its stdin) without waiting for it: close() waits."""
+        if self.process.poll() is None and not self.process.stdin.closed:
             try:
                 self.process.stdin.close()
+            except (BrokenPipeError, OSError):
+                self.kill()
+
+    def close(self) -> None:
+        self.let_go()
+        if self.process.poll() is None:
+            try:
                 self.process.wait(timeout=5)
-            except (BrokenPipeError, subprocess.TimeoutExpired, OSError):
+            except subprocess.TimeoutExpired:
                 self.kill()
         shutil.rmtree(self.scratch, ignore_errors=True)
         self.stderr_file.close()
+
+
+class Leaving:
+    """Workers told to end whose exit is not yet waited for. A worker's exit (the kernel taking
+    back a framework's gigabytes) takes a fifth of a second or more; its replacement's start (the
+    framework's import) takes a second. Letting the old one go and starting the new one at once
+    overlaps the two; the old one is waited for before the new one's first case, so no case is
+    timed while another worker still runs."""
+
+    def __init__(self):
+        self.workers: List[Worker] = []
+
+    def add(self, worker: Worker) -> None:
+        worker.let_go()
+        self.workers.append(worker)
+
+    def settle(self, kill: bool = False) -> None:
+        for worker in self.workers:
+            if kill:
+                worker.kill()
+            worker.close()
+        self.workers = []
 
 
 def _result(spec: CaseSpec, answer: dict) -> CaseResult:
@@ -467,17 +497,18 @@ class _Runners:
         self.by_side: Dict[str, object] = {}
         self.round: Optional[int] = None
         self.memory = MemoryBook()
+        self.leaving = Leaving()
         #: with two sides, the other side's case runs while a worker waits for its next one, so a
         #: worker over the memory limit is not kept
         self.keep_over_limit = one_side
 
     def run(self, slot: Slot, options: dict, timeout_s):
         if slot.round != self.round:
-            self.close()
+            self._let_go()  # the next round's workers wait for these before their first case
             self.round = slot.round
         runner = self.by_side.get(slot.side)
         if runner is None:
-            runner = (_Isolated(self.executor, self.env, self.memory_limit_bytes, self.memory,
+            runner = (_Isolated(self.executor, self.env, self.memory_limit_bytes, self.memory, self.leaving,
                                 self.pythons.get(slot.side), self.launcher)
                       if self.isolate else _InProcess(self.executor))
             self.by_side[slot.side] = runner
@@ -485,10 +516,14 @@ class _Runners:
         self.memory.record(slot.spec.key, answer.get("metrics") or {})
         return answer
 
-    def close(self, kill: bool = False):
+    def _let_go(self, kill: bool = False):
         for runner in self.by_side.values():
             runner.close(kill=kill)
         self.by_side = {}
+
+    def close(self, kill: bool = False):
+        self._let_go(kill)
+        self.leaving.settle(kill)
 
 
 class _InProcess:
@@ -503,14 +538,15 @@ class _InProcess:
 
 
 class _Isolated:
-    def __init__(self, executor: str, env, memory_limit_bytes, memory: MemoryBook, python: Optional[str] = None,
-                 launcher: Sequence[str] = ()):
+    def __init__(self, executor: str, env, memory_limit_bytes, memory: MemoryBook, leaving: Leaving,
+                 python: Optional[str] = None, launcher: Sequence[str] = ()):
         self.executor = executor
         self.launcher = launcher
         self.env = env
         self.memory_limit_bytes = memory_limit_bytes
         self.python = python
         self.memory = memory
+        self.leaving = leaving
         self.worker: Optional[Worker] = None
 
     def run(self, spec, options, timeout_s, keep_over_limit: bool = False):
@@ -533,11 +569,14 @@ class _Isolated:
                 and self.worker.rss_bytes > self.memory_limit_bytes)
 
     def _replace_worker(self, start: bool = True):
+        """Let the worker go (Leaving); with `start`, start the next one, then wait for every
+        worker let go, while the new one imports."""
         if self.worker is not None:
-            self.worker.close()
+            self.leaving.add(self.worker)
             self.worker = None
         if start:
             self.worker = Worker(self.executor, self.env, self.python, self.launcher)
+            self.leaving.settle()
 
     def close(self, kill: bool = False):
         if kill and self.worker is not None:

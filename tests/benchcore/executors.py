@@ -70,6 +70,12 @@ def execute(spec, options):
 
         atexit.register(lambda path=spec.params["path"]: open(path, "w").close())
         return {"pid": os.getpid()}
+    if action == "launched":  # the lingering launcher's log (tests/benchcore/lingering_launcher.py)
+        with open(spec.params["log"]) as handle:
+            events = handle.read().split()
+        first = events[1]  # "start <pid>" of the first worker's launcher
+        open(spec.params["log"] + ".done", "w").close()  # this worker's launcher need not linger
+        return {"events": events, "first_gone": not os.path.exists(f"/proc/{first}")}
     if action == "skip":
         from benchcore.errors import SkipCase
 

@@ -351,3 +351,23 @@ def test_interrupt_stops_a_busy_worker_at_once():
         signal.alarm(0)
         signal.signal(signal.SIGALRM, previous)
     assert time.perf_counter() - started < 5  # no grace period spent on a worker that must go
+
+
+def test_the_next_worker_starts_while_the_last_one_exits_and_runs_only_after_it(tmp_path):
+    """A round's worker is let go and the next round's started at once (a worker's exit overlaps
+    its replacement's import: benchcore.execute.worker.Leaving); the old one is waited for before
+    the new one's first case. The launcher's old worker lingers until another has started, so
+    without the overlap it would exit only after LINGER_S, after the new one's start."""
+    from tests.benchcore import lingering_launcher
+
+    log = tmp_path / "events"
+    log.touch()
+    env = {**os.environ, lingering_launcher.LOG_ENV: str(log)}
+    slots = [Slot(case("first", action="ok"), round=1), Slot(case("second", action="launched", log=str(log)), round=2)]
+    pairs = run_slots(slots, EXECUTOR, timeout_s=60, env=env,
+                      launcher=[sys.executable, "-m", "tests.benchcore.lingering_launcher"])
+    second = pairs[1][1].metrics
+    old, new = second["events"][1], second["events"][3]
+    assert second["events"] == ["start", old, "start", new, "exit", old]  # started before the old exited
+    assert second["first_gone"]  # and the old one was waited for (reaped) before the case ran
+    assert log.read_text().split()[-2:] == ["exit", new]
