@@ -35,20 +35,37 @@ FIELDS = ("cpu_wait_share", "others_cpus", "steal_share", "load_1min")
 _IDLE, _IOWAIT, _STEAL = 3, 4, 7
 
 
+#: tid → an open descriptor of the thread's schedstat: two snapshots a case read every thread's
+#: (an MXNet worker has a dozen and more), and opening each file anew took most of their time
+_SCHEDSTAT: Dict[str, int] = {}
+
+
+def _schedstat(tid: str) -> Optional[Tuple[int, int]]:
+    """(ns on a CPU, ns waiting) of thread `tid`; None where it ended. A kept descriptor that
+    fails is of an ended thread whose tid a new one took: it is opened anew once."""
+    for attempt in range(2):
+        if tid not in _SCHEDSTAT:
+            try:
+                _SCHEDSTAT[tid] = os.open(f"/proc/self/task/{tid}/schedstat", os.O_RDONLY)
+            except OSError:
+                return None
+        try:
+            run, wait = os.pread(_SCHEDSTAT[tid], 128, 0).split()[:2]
+            return int(run), int(wait)
+        except (OSError, ValueError):
+            os.close(_SCHEDSTAT.pop(tid))
+    return None
+
+
 def _threads() -> Optional[Dict[str, Tuple[int, int]]]:
     """(ns on a CPU, ns waiting for one) of each thread of this process; None without schedstat."""
-    found = {}
     try:
         tids = os.listdir("/proc/self/task")
     except OSError:
         return None
-    for tid in tids:
-        try:
-            with open(f"/proc/self/task/{tid}/schedstat") as handle:
-                run, wait = handle.read().split()[:2]
-        except (OSError, ValueError):
-            continue  # a thread that ended meanwhile
-        found[tid] = (int(run), int(wait))
+    for ended in set(_SCHEDSTAT) - set(tids):  # a tid the kernel may give a new thread
+        os.close(_SCHEDSTAT.pop(ended))
+    found = {tid: stat for tid in tids if (stat := _schedstat(tid)) is not None}
     return found or None
 
 

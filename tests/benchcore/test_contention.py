@@ -114,3 +114,26 @@ def test_opbench_puts_the_two_speeds_and_their_cause_on_the_profiler_phase_it_re
     forward = metrics["profiler"]["forward"]["modes"]
     assert forward["kind"] == ACROSS and forward["rounds"] == [2, 4] and forward["cause"].startswith("likely cause: CPU")
     assert "modes" not in metrics["profiler"]["backward"]
+
+
+def test_each_thread_is_read_through_a_kept_descriptor_that_follows_threads_coming_and_going():
+    import os
+    import threading
+
+    from benchcore.measure import contention
+
+    stop = threading.Event()
+    thread = threading.Thread(target=stop.wait)
+    thread.start()
+    tid = str(thread.native_id)
+    first = contention._threads()
+    assert tid in first and set(contention._SCHEDSTAT) == set(first)
+    stop.set()
+    thread.join()
+    second = contention._threads()
+    assert tid not in second and set(contention._SCHEDSTAT) == set(second)  # its descriptor closed
+    main = str(threading.get_native_id())
+    os.close(contention._SCHEDSTAT[main])
+    contention._SCHEDSTAT[main] = os.open(os.devnull, os.O_RDONLY)  # as a thread's whose tid a new one took
+    run, _ = contention._threads()[main]
+    assert run >= second[main][0] > 0  # read anew from the thread's own file

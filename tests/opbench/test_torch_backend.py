@@ -253,3 +253,24 @@ def test_freed_memory_is_collected_case_after_case_while_survivors_stay_frozen()
     return_freed_memory()
     assert dropped() is None and gc.get_freeze_count() >= frozen
     gc.unfreeze()  # leave the test process as it was
+
+
+def test_a_native_case_leaves_dynamo_unimported():
+    """The native engine's profiler starts without importing torch._inductor and torch._dynamo
+    (torch.profiler.profile's first start does: 1.3-1.5 s in every worker). In a fresh process,
+    as a worker runs a case; the case's operators are still found inside their ranges."""
+    script = (
+        "import sys, torch\n"
+        "from benchcore.measure.case import Workload\n"
+        "from benchcore.measure.runner import RunSettings\n"
+        "from opbench.backends.torch import executor\n"
+        "x = torch.ones(64, requires_grad=True)\n"
+        "workload = executor.build_workload(torch.mul, x, (2.0,), {}, True, 'cpu', 0)\n"
+        "metrics = executor.run_engine(workload, RunSettings(warmup=1, runs=3), 'cpu', 'native', 'mul')\n"
+        "profiler = metrics['profiler']\n"
+        "print(profiler['forward']['operator'], profiler['forward']['Count'], profiler['backward']['Count'],\n"
+        "      'torch._dynamo' in sys.modules, 'torch._inductor' in sys.modules)\n")
+    proc = subprocess.run([sys.executable, "-c", script], env={**os.environ, "PYTHONPATH": str(ROOT)},
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["aten::mul", "3", "3", "False", "False"]

@@ -69,3 +69,12 @@ def test_cpu_cases_keep_their_reason_for_no_peak_bytes():
     workload = Workload(forward=lambda: torch.ones(4) * 2)
     metrics = executor.run_engine(workload, RunSettings(warmup=1, runs=2), "cpu", "python", None)
     assert metrics["peak_bytes"] is None and "allocator statistics" in metrics["missing"]["peak_bytes"]
+
+
+def test_cuda_profiling_is_asked_for_as_each_torch_release_spells_it(monkeypatch):
+    assert executor.cuda_switch("2.13.0+cpu") == {"use_device": "cuda"}
+    assert executor.cuda_switch("2.4.0") == {"use_device": "cuda"}
+    assert executor.cuda_switch("2.3.1+cu121") == {"use_cuda": True}  # 2.1-2.3: use_device was for other backends
+    FakeCuda().install(monkeypatch)
+    assert executor.kineto_profile(on_cuda=True).use_device == "cuda"
+    assert executor.kineto_profile(on_cuda=False).use_device is None

@@ -10,7 +10,7 @@ the case's entry by (name, variant), checks the entry is the one the case was pl
 Engines (both run the warmup first, then read the device memory baseline: warm_up)
 - python: perf_counter around each call bracketed by a device sync, or CUDA events on a
   CUDA device (benchcore.measure.timers.timer_for) → a Measurement for forward and backward.
-- native: the measured loop under torch.profiler, each timed call inside a record_function
+- native: the measured loop under the kineto profiler (kineto_profile), each timed call inside a record_function
   range; a call's figure is the time of the operators inside its range (on CPU their
   inclusive CPU time, which leaves out the Python between them; on CUDA their kernels' device
   time, backward's included though autograd runs it on a thread of its own), and the phase
@@ -194,20 +194,37 @@ def run_instructions(workload: Workload, settings: RunSettings) -> dict:
     return metrics
 
 
+def kineto_profile(on_cuda: bool):
+    """The profiler around a case's measured runs: torch.autograd.profiler.profile under kineto,
+    what torch.profiler.profile wraps. Not torch.profiler.profile itself: its first start in a
+    process asks `hasattr(torch, "_inductor")`, which imports torch._inductor and torch._dynamo
+    (1.3-1.5 s here, paid by every worker, for a setting of inductor's CUDA graphs a case
+    never uses). The CUDA switch is `use_device="cuda"` from torch 2.4 (2.14 removed the older
+    `use_cuda`, which 2.1-2.3 need)."""
+    import torch
+    from torch.autograd.profiler import profile
+
+    return profile(use_kineto=True, **(cuda_switch(torch.__version__) if on_cuda else {}))
+
+
+def cuda_switch(version: str) -> dict:
+    """torch.autograd.profiler.profile's argument that adds CUDA activity, in torch `version`."""
+    from torch.torch_version import TorchVersion
+
+    return {"use_device": "cuda"} if TorchVersion(version) >= (2, 4) else {"use_cuda": True}
+
+
 def run_native(workload: Workload, settings: RunSettings, device: str, aten_name: Optional[str], timer) -> dict:
     """The measured runs under the profiler (see the module docstring); the warmup ran before."""
-    from torch.profiler import ProfilerActivity, profile
-
     marker = PhaseMarker()
     marked = replace(workload, forward=marker.marking("forward", workload.forward),
                      backward=marker.marking("backward", workload.backward) if workload.backward else None)
     ranged = RangeTimer(timer, marker)
-    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.startswith("cuda") else [])
-    with profile(activities=activities) as prof:
+    with kineto_profile(device.startswith("cuda")) as prof:
         outcome = run_workload(marked, settings, ranged, resolution_ms=RESOLUTION_MS)
     turned = outcome.extra_warmup * (2 if outcome.backward is not None else 1)  # calls the runner made warmup
     ranged.phases[:turned] = ["warmup"] * turned
-    phases = phase_summaries(prof.events(), ranged.phases, device.startswith("cuda"), aten_name)
+    phases = phase_summaries(prof.function_events, ranged.phases, device.startswith("cuda"), aten_name)
     metrics = outcome.to_dict()
     missing = {f"profiler.{phase}": "phase not run" for phase in ("forward", "backward") if phases.get(phase) is None}
     metrics["profiler"] = {"engine": "torch-profiler", "device": device, "forward": phases.get("forward"),
