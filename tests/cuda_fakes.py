@@ -17,7 +17,7 @@ import torch
 from torch.autograd import DeviceType
 from torch.autograd.profiler_util import EventList, FunctionEvent
 
-from opbench.backends.torch.executor import RANGE_NAME
+from opbench.backends.torch.kineto import RANGE_NAME
 
 MAIN, DEVICE_THREAD = 1, 2  # the calling thread; the autograd engine's thread for the CUDA device
 

@@ -43,7 +43,7 @@ _SCHEDSTAT: Dict[str, int] = {}
 def _schedstat(tid: str) -> Optional[Tuple[int, int]]:
     """(ns on a CPU, ns waiting) of thread `tid`; None where it ended. A kept descriptor that
     fails is of an ended thread whose tid a new one took: it is opened anew once."""
-    for attempt in range(2):
+    for _attempt in range(2):
         if tid not in _SCHEDSTAT:
             try:
                 _SCHEDSTAT[tid] = os.open(f"/proc/self/task/{tid}/schedstat", os.O_RDONLY)

@@ -12,7 +12,7 @@ from benchcore.execute.worker import run_cases
 from benchcore.measure.case import CaseSpec
 from benchcore.measure.gpu_clock import SMI_FIELDS, ClockReading, read_smi, sm_clock, smi_command
 from benchcore.measure.timers import CudaEventTimer, L2Flush, timer_for
-from opbench.backends.torch.executor import RANGE_NAME
+from opbench.backends.torch.kineto import RANGE_NAME
 from rnnbench.profiler_table import markdown_table, parse_key_averages
 from tests.cuda_fakes import FakeCuda, cuda_run
 

@@ -8,8 +8,8 @@ import torch
 
 from benchcore.measure.case import Workload
 from benchcore.measure.runner import RunSettings
-from opbench.backends.torch import executor
-from opbench.backends.torch.executor import RANGE_NAME, phase_summaries
+from opbench.backends.torch import executor, kineto
+from opbench.backends.torch.kineto import RANGE_NAME, phase_summaries, spans_of_events
 from tests.cuda_fakes import FakeCuda, cuda_run
 
 
@@ -19,7 +19,7 @@ def test_cuda_ranges_count_once_and_backward_device_time_is_found():
     # under no range (they are on another thread)
     assert sum(e.name == RANGE_NAME for e in events) == 8
     assert all(not r.cpu_children for r in events if r.name == RANGE_NAME and r.time_range.start >= 2000)
-    summary = phase_summaries(events, phases, on_device=True, aten_name="mul")
+    summary = phase_summaries(spans_of_events(events, on_cuda=True), phases, on_device=True, aten_name="mul")
     assert summary["forward"]["Count"] == 2 and summary["backward"]["Count"] == 2
     assert summary["forward"]["per_call_ms"] == pytest.approx([0.005, 0.005])
     assert summary["backward"]["per_call_ms"] == pytest.approx([0.007, 0.007])
@@ -27,23 +27,6 @@ def test_cuda_ranges_count_once_and_backward_device_time_is_found():
     assert summary["backward"]["entries"]["aten::mul"]["count"] == 4
     assert summary["backward"]["entries"]["aten::mul"]["self_ms"] == pytest.approx(0.014)
     assert not any("kernel" in name for name in summary["forward"]["entries"])  # device rows are not operators
-
-
-def test_real_cpu_profile_still_reads_the_same():
-    """A real torch.profiler run on the CPU: each call's range holds its operators."""
-    from torch.profiler import ProfilerActivity, profile, record_function
-
-    x = torch.ones(64, requires_grad=True)
-    with profile(activities=[ProfilerActivity.CPU]) as prof:
-        for _ in range(3):
-            with record_function(RANGE_NAME):
-                y = x * 2
-            with record_function(RANGE_NAME):
-                y.sum().backward()
-    summary = phase_summaries(prof.events(), ["forward", "backward"] * 3, on_device=False, aten_name="mul")
-    assert summary["forward"]["Count"] == 3 and summary["forward"]["operator"] == "aten::mul"
-    assert all(ms > 0 for ms in summary["forward"]["per_call_ms"] + summary["backward"]["per_call_ms"])
-    assert "aten::mul" in summary["backward"]["entries"]
 
 
 def test_a_case_on_cuda_1_syncs_times_and_measures_device_1(monkeypatch):
@@ -72,9 +55,9 @@ def test_cpu_cases_keep_their_reason_for_no_peak_bytes():
 
 
 def test_cuda_profiling_is_asked_for_as_each_torch_release_spells_it(monkeypatch):
-    assert executor.cuda_switch("2.13.0+cpu") == {"use_device": "cuda"}
-    assert executor.cuda_switch("2.4.0") == {"use_device": "cuda"}
-    assert executor.cuda_switch("2.3.1+cu121") == {"use_cuda": True}  # 2.1-2.3: use_device was for other backends
+    assert kineto.cuda_switch("2.13.0+cpu") == {"use_device": "cuda"}
+    assert kineto.cuda_switch("2.4.0") == {"use_device": "cuda"}
+    assert kineto.cuda_switch("2.3.1+cu121") == {"use_cuda": True}  # 2.1-2.3: use_device was for other backends
     FakeCuda().install(monkeypatch)
-    assert executor.kineto_profile(on_cuda=True).use_device == "cuda"
-    assert executor.kineto_profile(on_cuda=False).use_device is None
+    assert kineto.profile(on_cuda=True).use_device == "cuda"
+    assert kineto.profile(on_cuda=False).use_device is None

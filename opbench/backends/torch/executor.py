@@ -10,7 +10,7 @@ the case's entry by (name, variant), checks the entry is the one the case was pl
 Engines (both run the warmup first, then read the device memory baseline: warm_up)
 - python: perf_counter around each call bracketed by a device sync, or CUDA events on a
   CUDA device (benchcore.measure.timers.timer_for) → a Measurement for forward and backward.
-- native: the measured loop under the kineto profiler (kineto_profile), each timed call inside a record_function
+- native: the measured loop under the kineto profiler (kineto.py), each timed call inside a record_function
   range; a call's figure is the time of the operators inside its range (on CPU their
   inclusive CPU time, which leaves out the Python between them; on CUDA their kernels' device
   time, backward's included though autograd runs it on a thread of its own), and the phase
@@ -37,7 +37,6 @@ rnnbench's).
 
 from __future__ import annotations
 
-import bisect
 import contextlib
 import functools
 from dataclasses import replace
@@ -51,14 +50,11 @@ from benchcore.measure.memory import RSS_AFTER, RSS_BEFORE, RSS_PEAK, peak_rss, 
 from benchcore.measure.runner import RunSettings, run_workload
 from benchcore.measure.timers import PhaseMarker, timer_for
 
+from . import kineto
+
 ENGINES = ("native", "python", "instructions")
 #: imported by a fresh worker before its first case (benchcore.execute.worker)
 WORKER_PRELOAD = ("torch",)
-#: the profiler range around each timed call
-RANGE_NAME = "opbench::call"
-#: the profiler's clock step (it records microseconds with a nanosecond fraction)
-RESOLUTION_MS = 1e-6
-US_PER_MS = 1e3
 
 
 @functools.lru_cache(maxsize=2)
@@ -154,7 +150,7 @@ class RangeTimer:
         from torch.profiler import record_function
 
         def ranged():
-            with record_function(RANGE_NAME):
+            with record_function(kineto.RANGE_NAME):
                 return fn()
 
         self.marker.phase = ""
@@ -194,37 +190,18 @@ def run_instructions(workload: Workload, settings: RunSettings) -> dict:
     return metrics
 
 
-def kineto_profile(on_cuda: bool):
-    """The profiler around a case's measured runs: torch.autograd.profiler.profile under kineto,
-    what torch.profiler.profile wraps. Not torch.profiler.profile itself: its first start in a
-    process asks `hasattr(torch, "_inductor")`, which imports torch._inductor and torch._dynamo
-    (1.3-1.5 s here, paid by every worker, for a setting of inductor's CUDA graphs a case
-    never uses). The CUDA switch is `use_device="cuda"` from torch 2.4 (2.14 removed the older
-    `use_cuda`, which 2.1-2.3 need)."""
-    import torch
-    from torch.autograd.profiler import profile
-
-    return profile(use_kineto=True, **(cuda_switch(torch.__version__) if on_cuda else {}))
-
-
-def cuda_switch(version: str) -> dict:
-    """torch.autograd.profiler.profile's argument that adds CUDA activity, in torch `version`."""
-    from torch.torch_version import TorchVersion
-
-    return {"use_device": "cuda"} if TorchVersion(version) >= (2, 4) else {"use_cuda": True}
-
-
 def run_native(workload: Workload, settings: RunSettings, device: str, aten_name: Optional[str], timer) -> dict:
     """The measured runs under the profiler (see the module docstring); the warmup ran before."""
     marker = PhaseMarker()
     marked = replace(workload, forward=marker.marking("forward", workload.forward),
                      backward=marker.marking("backward", workload.backward) if workload.backward else None)
     ranged = RangeTimer(timer, marker)
-    with kineto_profile(device.startswith("cuda")) as prof:
-        outcome = run_workload(marked, settings, ranged, resolution_ms=RESOLUTION_MS)
+    on_cuda = device.startswith("cuda")
+    with kineto.profile(on_cuda) as prof:
+        outcome = run_workload(marked, settings, ranged, resolution_ms=kineto.RESOLUTION_MS)
     turned = outcome.extra_warmup * (2 if outcome.backward is not None else 1)  # calls the runner made warmup
     ranged.phases[:turned] = ["warmup"] * turned
-    phases = phase_summaries(prof.function_events, ranged.phases, device.startswith("cuda"), aten_name)
+    phases = kineto.phase_summaries(kineto.spans(prof, on_cuda), ranged.phases, on_cuda, aten_name)
     metrics = outcome.to_dict()
     missing = {f"profiler.{phase}": "phase not run" for phase in ("forward", "backward") if phases.get(phase) is None}
     metrics["profiler"] = {"engine": "torch-profiler", "device": device, "forward": phases.get("forward"),
@@ -263,70 +240,6 @@ def gpu_uuid(device: str) -> str:
     import torch
 
     return f"GPU-{torch.cuda.get_device_properties(torch.device(device)).uuid}"
-
-
-def phase_summaries(events, phases: List[str], on_device: bool, aten_name: Optional[str]) -> Dict[str, dict]:
-    """{phase: summary} from the profiler's events, the i-th range being the i-th timed call
-    (of phase phases[i]): per call, the time of the operators inside its range; plus every
-    operator by its profiler name (count, self and total ms) and the entry's own.
-
-    Only CPU-side events count: with CUDA activity the profiler also keeps a device-side copy
-    of every record_function range (kineto's gpu_user_annotation, device_type CUDA) and the
-    kernels themselves, whose time the CPU operator that launched them carries as its device
-    time. An operator is inside a call when its span lies within the range's, on any thread:
-    on CUDA the autograd engine runs backward on a device thread of its own, where nothing
-    nests under the range, while the calling thread waits inside the range until it is done.
-    """
-    calls: Dict[str, List[float]] = {}
-    names: Dict[str, Dict[str, dict]] = {}
-    host = sorted((e for e in events if _host_side(e)), key=lambda e: (e.time_range.start, -e.time_range.end))
-    starts = [e.time_range.start for e in host]
-    ranges = [e for e in host if e.name == RANGE_NAME]
-    if len(ranges) != len(phases):
-        raise RuntimeError(f"the profiler recorded {len(ranges)} call ranges for {len(phases)} timed calls")
-    for event, phase in zip(ranges, phases):
-        inside = _inside(event, host, starts)
-        if on_device:
-            inside_us = sum(_device_us(op) for op in inside)
-        else:
-            inside_us = event.cpu_time_total - event.self_cpu_time_total
-        calls.setdefault(phase, []).append(inside_us / US_PER_MS)
-        table = names.setdefault(phase, {})
-        for op in inside:
-            row = table.setdefault(op.name, {"count": 0, "self_ms": 0.0, "total_ms": 0.0})
-            row["count"] += 1
-            row["self_ms"] += (_device_us(op) if on_device else op.self_cpu_time_total) / US_PER_MS
-            row["total_ms"] += op.cpu_time_total / US_PER_MS
-    return {phase: _summary(per_call, names[phase], aten_name) for phase, per_call in calls.items()}
-
-
-def _host_side(event) -> bool:
-    """A CPU-side, synchronous event (see phase_summaries)."""
-    from torch.autograd import DeviceType
-
-    return event.device_type == DeviceType.CPU and not event.is_async
-
-
-def _inside(call, host: list, starts: List[float]) -> list:
-    """The host-side events whose span lies within the call range's, the range itself left out
-    (the device time a range may carry is its gpu_user_annotation's span, not an operator's)."""
-    low = bisect.bisect_left(starts, call.time_range.start)
-    high = bisect.bisect_left(starts, call.time_range.end, lo=low)
-    return [e for e in host[low:high] if e is not call and e.time_range.end <= call.time_range.end]
-
-
-def _device_us(event) -> float:
-    value = getattr(event, "self_device_time_total", None)  # torch before 2.4 knows only the old name
-    return float(getattr(event, "self_cuda_time_total", 0.0) if value is None else value)
-
-
-def _summary(per_call: List[float], entries: Dict[str, dict], aten_name: Optional[str]) -> dict:
-    own = f"aten::{aten_name}" if aten_name else None
-    return {"Count": len(per_call), "Total_ms": sum(per_call), "Min_ms": min(per_call), "Max_ms": max(per_call),
-            "Avg_ms": sum(per_call) / len(per_call), "calls": len(per_call), "per_call_ms": per_call,
-            "resolution_ms": RESOLUTION_MS, "source": "all operators of each call",
-            "operator": own if own in entries else None,
-            "entries": dict(sorted(entries.items()))}
 
 
 # --------------------------------------------------------------------------- the executor
