@@ -261,7 +261,6 @@ def test_a_native_case_leaves_dynamo_unimported():
     as a worker runs a case; the case's operators are still found inside their ranges."""
     script = (
         "import sys, torch\n"
-        "from benchcore.measure.case import Workload\n"
         "from benchcore.measure.runner import RunSettings\n"
         "from opbench.backends.torch import executor\n"
         "x = torch.ones(64, requires_grad=True)\n"

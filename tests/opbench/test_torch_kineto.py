@@ -54,6 +54,7 @@ def test_the_raw_reader_gives_torchs_spans_and_summaries():
     assert kineto.phase_summaries(raw, phases, False, "mul") == kineto.phase_summaries(torchs, phases, False, "mul")
     summary = kineto.phase_summaries(raw, phases, False, "mul")
     assert summary["forward"]["Count"] == 5 and all(ms > 0 for ms in summary["backward"]["per_call_ms"])
+    assert summary["forward"]["operator"] == "aten::mul"  # the entry's own operator, picked out
     assert summary["forward"]["entries"]["aten::mul"]["count"] >= 1 and "aten::layer_norm" in summary["forward"]["entries"]
 
 
