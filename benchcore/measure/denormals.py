@@ -29,6 +29,11 @@ from typing import Any, Callable, Dict, Optional
 
 MXCSR_FTZ = 1 << 15
 MXCSR_DAZ = 1 << 6
+#: MXCSR's six sticky exception flags (bits 0-5): the history of what the thread has computed
+#: since they were last cleared (a subnormal operand seen, an inexact result), not a setting.
+#: A reading leaves them out: they would differ between two rounds of one case whenever the
+#: cases a worker ran before it differ.
+MXCSR_EXCEPTION_FLAGS = 0x3F
 _FENV_BYTES = 32
 _MXCSR_OFFSET = 28
 #: values per probe: 1 MiB of float32, split over a framework's threads (torch's element-wise
@@ -103,13 +108,13 @@ def flush_probe(multiply: Callable[[Any, float], Any]) -> dict:
 
 
 def thread_flush_state() -> dict:
-    """The calling thread's FTZ/DAZ: from MXCSR where it can be read, else from what numpy
-    computes in this thread (`method` says which)."""
+    """The calling thread's FTZ/DAZ: from MXCSR where it can be read (its settings, without the
+    exception flags), else from what numpy computes in this thread (`method` says which)."""
     import numpy as np
 
     mxcsr = read_mxcsr()
     if mxcsr is not None:
-        return {"method": "mxcsr", "mxcsr": f"{mxcsr:#06x}", "ftz": bool(mxcsr & MXCSR_FTZ),
+        return {"method": "mxcsr", "mxcsr": f"{mxcsr & ~MXCSR_EXCEPTION_FLAGS:#06x}", "ftz": bool(mxcsr & MXCSR_FTZ),
                 "daz": bool(mxcsr & MXCSR_DAZ)}
     probe = flush_probe(lambda values, factor: values * np.float32(factor))
     return {"method": "arithmetic", "mxcsr": None, "ftz": probe["ftz"] == 1.0, "daz": probe["daz"] == 1.0}
