@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import hashlib
 import importlib.abc
+import importlib.machinery
+import importlib.util
 import os
 from pathlib import Path
 from typing import Optional
@@ -30,6 +32,12 @@ COUNT_ENVIRONMENT = (("MXNET_ENGINE_TYPE", "NaiveEngine"),)
 #: MXNet's import here (1.4 of 4.7 s on a loaded 2-core VM for scipy.stats alone), paid again by
 #: every round's fresh worker. (requests, 0.3 s more, is imported unguarded by mxnet.gluon.)
 NOT_FOR_OPERATORS = ("scipy",)
+#: modules MXNet imports unguarded that no operator call touches, executed at their first use
+#: instead of at MXNet's import (importlib.util.LazyLoader): mxnet.test_utils (test helpers, with
+#: numpy.testing and unittest) and requests (for mxnet.gluon.utils' download): 0.06 s of a
+#: worker's 0.70 s import_for_worker (medians of ten fresh processes each, 2026-12-03), paid by
+#: every round's fresh worker.
+ON_FIRST_USE = ("mxnet.test_utils", "requests")
 
 
 class _Refuse(importlib.abc.MetaPathFinder):
@@ -45,9 +53,26 @@ class _Refuse(importlib.abc.MetaPathFinder):
         return None
 
 
+class _OnFirstUse(importlib.abc.MetaPathFinder):
+    """Finds the modules `names` where Python's path finder would, with a loader that executes
+    one at its first attribute access (importlib.util.LazyLoader)."""
+
+    def __init__(self, names):
+        self.names = names
+
+    def find_spec(self, fullname, path, target=None):
+        if fullname not in self.names:
+            return None
+        spec = importlib.machinery.PathFinder.find_spec(fullname, path)
+        if spec is not None and hasattr(spec.loader, "exec_module"):
+            spec.loader = importlib.util.LazyLoader(spec.loader)
+        return spec
+
+
 def import_for_worker() -> None:
-    """Import MXNet in a worker without NOT_FOR_OPERATORS (a WORKER_PRELOAD entry): those
-    modules stay importable afterwards; MXNet's own references to them are None. The operator
+    """Import MXNet in a worker without NOT_FOR_OPERATORS and with ON_FIRST_USE not yet executed
+    (a WORKER_PRELOAD entry): NOT_FOR_OPERATORS stay importable afterwards, MXNet's own
+    references to them are None; ON_FIRST_USE run where something uses them. The operator
     functions MXNet generates are compiled once per build (frameworks.mxnet_generated: 40-50% of
     the import, paid by every round's fresh worker) and stored in the cache folder."""
     import sys
@@ -56,13 +81,14 @@ def import_for_worker() -> None:
         return
     from frameworks import mxnet_generated
 
-    refuse = _Refuse(NOT_FOR_OPERATORS)
-    sys.meta_path.insert(0, refuse)
+    finders = [_Refuse(NOT_FOR_OPERATORS), _OnFirstUse(ON_FIRST_USE)]
+    sys.meta_path[:0] = finders
     try:
         with mxnet_generated.reused(mxnet_generated.store_file(build_name(), cache.root())):
             import mxnet  # noqa: F401
     finally:
-        sys.meta_path.remove(refuse)
+        for finder in finders:
+            sys.meta_path.remove(finder)
 
 
 def collect() -> dict:
