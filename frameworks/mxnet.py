@@ -30,7 +30,7 @@ COUNT_ENVIRONMENT = (("MXNET_ENGINE_TYPE", "NaiveEngine"),)
 #: scipy sparse matrix as an array's source (mxnet.ndarray.sparse, .utils: scipy.sparse), each
 #: imported behind `try … except ImportError` in every release from 1.4.1 to 1.9.1. A third of
 #: MXNet's import here (1.4 of 4.7 s on a loaded 2-core VM for scipy.stats alone), paid again by
-#: every round's fresh worker. (requests, 0.3 s more, is imported unguarded by mxnet.gluon.)
+#: every round's fresh worker. (What MXNet imports unguarded is deferred instead: ON_FIRST_USE.)
 NOT_FOR_OPERATORS = ("scipy",)
 #: modules MXNet imports unguarded that no operator call touches, executed at their first use
 #: instead of at MXNet's import (importlib.util.LazyLoader): mxnet.test_utils (test helpers, with
