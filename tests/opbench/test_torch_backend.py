@@ -154,6 +154,11 @@ def test_sweep_end_to_end_forward_and_backward(manifest, tmp_path):
     assert [i["op"] for i in report.extra["no_benchmark"]] == ["bitwise_and"]
     md = (tmp_path / "t.md").read_text()
     assert "# PyTorch operators" in md and "| add " in md and "bitwise_and" in md
+    sections = [line for line in md.splitlines() if line.startswith("## ")]
+    assert sections[:2] == ["## How far to trust these figures", "## Settings"]
+    header = next(line for line in md.splitlines() if line.startswith("| Operator"))
+    assert "Noise" in header and "Fwd Round Spread" in header and "Bwd Round Spread" in header
+    assert "| rounds.runs_per_round" in md
     compared = opbench("compare", "t.json", "t.json", "-f", "json", cwd=tmp_path)
     assert compared.returncode == 0, compared.stderr
     assert len(json.loads(compared.stdout)["cases"]) == 2  # the same cases match, by key

@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
-from typing import List
+from typing import Dict, List, Optional
 
-from benchcore.measure import audit
+from benchcore.measure import audit, modes, steady
+from benchcore.measure.measurement import NOISE_THRESHOLD, Measurement
+from benchcore.report.figures import Timing
 from benchcore.report.model import CaseResult, Report
-from opbench.views import MISSING, _fmt, _inputs_text, _sampling_text, _table
+from benchcore.views import trust
+from benchcore.views.settings_table import settings_table
+from opbench.views import MISSING, _fmt, _inputs_text, _noise, _round_spread, _sampling_text, _table
 
-HEADERS = ["Operator", "Category", "Inputs", "Fwd Median (ms)", "Fwd IQR (ms)", "Bwd Median (ms)", "Bwd IQR (ms)"]
+HEADERS = ["Operator", "Category", "Inputs", "Fwd Median (ms)", "Fwd IQR (ms)", "Bwd Median (ms)", "Bwd IQR (ms)",
+           "Noise"]
+PHASES = ("forward", "backward")
 _QUANTITY = {
     "native": "Times: torch.profiler's time of the operators inside each call (CPU: their inclusive CPU time; "
               "CUDA: their kernels' device time), in ms.",
@@ -16,19 +22,36 @@ _QUANTITY = {
 }
 
 
-def _row(result: CaseResult, rounds: bool) -> list:
-    """Median and IQR per phase of the suite's headline figures (opbench.suite.timings)."""
+def _timings(result: CaseResult) -> Dict[str, Optional[Timing]]:
+    """Each phase's headline figures (opbench.suite.timings); None where it has none."""
     from opbench.suite import timings
 
     found = timings(result)
-    measurements = {phase: found[phase].measurement if phase in found else None for phase in ("forward", "backward")}
+    return {phase: found.get(phase) for phase in PHASES}
+
+
+def _measurements(result: CaseResult) -> Dict[str, Optional[Measurement]]:
+    return {phase: t.measurement if t else None for phase, t in _timings(result).items()}
+
+
+def _row(result: CaseResult, rounds: bool) -> list:
+    """Median and IQR per phase, the noisy phases, and with rounds each phase's round spread
+    (or *bimodal*)."""
+    found = _timings(result)
+    measurements = {phase: t.measurement if t else None for phase, t in found.items()}
     row = [result.spec.name, result.spec.params.get("category") or "-", _inputs_text(result)]
     for phase, m in measurements.items():
-        row += [_fmt(found[phase].center_ms) if phase in found else MISSING, _fmt(m.iqr) if m else MISSING]
-    if rounds:
-        spread = measurements["forward"].round_spread if measurements["forward"] else None
-        row.append(MISSING if spread is None else f"{spread * 100:.1f}%")
-    return row
+        row += [_fmt(found[phase].center_ms) if found[phase] else MISSING, _fmt(m.iqr) if m else MISSING]
+    row.append(_noise((("fwd", measurements["forward"]), ("bwd", measurements["backward"]))))
+    return row + ([_round_spread(m) for m in measurements.values()] if rounds else [])
+
+
+def _bimodal_texts(result: CaseResult) -> Dict[str, Optional[str]]:
+    """Each phase's two speeds with their likely cause, in words (None: one speed)."""
+    records = (result.metrics or {}).get("contention")
+    found = {phase: modes.described(m, records) if m is not None else None
+             for phase, m in _measurements(result).items()}
+    return {phase: data["text"] if data else None for phase, data in found.items()}
 
 
 def _ordered(results: List[CaseResult]) -> List[CaseResult]:
@@ -48,9 +71,16 @@ def to_markdown(report: Report) -> str:
              f"{settings.get('dtype', '?')}; device {settings.get('device', '?')}; {_sampling_text(settings)}. "
              f"{_QUANTITY.get(engine, '')} Inputs: OpInfo's samples scaled to about {manifest.get('size_target', '?')} "
              f"elements (manifest {manifest.get('path', '?')}, sha256 {str(manifest.get('sha256', '?'))[:12]}). "
-             f"`{MISSING}`: not measured (the JSON report says why under `missing`).", ""]
-    headers = HEADERS + (["Fwd Round Spread"] if rounds else [])
+             f"*Noise*: IQR/median of the phase at or above {NOISE_THRESHOLD:.0%}. "
+             + ("With rounds a median is the median of the rounds' medians, and *Round Spread* is (largest - "
+                "smallest round median) / that median. " if rounds else "")
+             + f"`{MISSING}`: not measured (the JSON report says why under `missing`).", ""]
+    measured = [m for r in ok for m in _measurements(r).values() if m is not None]
+    parts += trust.section(measured, [r.metrics or {} for r in ok], settings, report.environment)
+    headers = HEADERS + (["Fwd Round Spread", "Bwd Round Spread"] if rounds else [])
     parts += [_table([_row(r, rounds) for r in ok], headers) if ok else "(no case was measured)", ""]
+    parts += ["## Settings", "", settings_table(settings), ""]
+    parts += steady.markdown_section([(r.spec.name, r.metrics or {}, _bimodal_texts(r)) for r in ok])
     parts += audit.markdown_section([(r.spec.name, r.metrics or {}) for r in ok],
                                     audited=settings.get("audit") is not False)
     failures = [r for r in _ordered(report.results) if r.status in ("failed", "crashed", "timeout")]
