@@ -10,9 +10,10 @@ the median of the round medians (docs/REPORT_FORMAT.md, "Headline figures").
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from typing import TYPE_CHECKING, Dict, Optional
 
+from benchcore.measure import modes
 from benchcore.report.figures import METRICS, Timing
 
 if TYPE_CHECKING:
@@ -48,19 +49,32 @@ class Headline:
     samples: int
     #: relative IQR at or above benchcore.measure.measurement.NOISE_THRESHOLD
     noisy: bool
+    #: two speeds (benchcore.measure.modes): "across processes" or "within a round", with the
+    #: fast and the slow level; None with one speed. A round spread of a bimodal quantity is
+    #: the distance between its speeds, not noise
+    bimodal: Optional[str] = None
+    fast_ms: Optional[float] = None
+    slow_ms: Optional[float] = None
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "Headline":
+        """A stored headline; fields this version does not know (a newer report's) are left out."""
+        return cls(**{f.name: data[f.name] for f in fields(cls) if f.name in data})
 
 
 def of_timing(phase: str, timing: Timing) -> Headline:
     figure, measured_by = FIGURES.get(timing.source, (f"{timing.source}_ms", timing.source))
     m = timing.measurement
+    speeds = modes.of(m)
     return Headline(
         phase=phase, figure=figure, measured_by=measured_by, unit=UNIT, median_ms=timing.center_ms,
         iqr_ms=m.iqr if m else None, relative_iqr=m.relative_iqr if m else None,
         round_spread=m.round_spread if m else None, rounds=m.round_count if m else 1,
-        samples=m.n if m else 0, noisy=bool(m and m.noisy))
+        samples=m.n if m else 0, noisy=bool(m and m.noisy), bimodal=speeds.kind if speeds else None,
+        fast_ms=speeds.fast_ms if speeds else None, slow_ms=speeds.slow_ms if speeds else None)
 
 
 def headlines(result: "CaseResult", suite: "Suite") -> Dict[str, Headline]:

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 #: the columns of a report's rows, in order
 REPORT_COLUMNS = ("suite", "framework", "case", "variant", "category", "inputs", "dtype", "device", "engine",
                   "phase", "figure", "unit", "median_ms", "iqr_ms", "relative_iqr", "round_spread", "rounds",
-                  "samples", "noisy", "status", "error", "key")
+                  "samples", "noisy", "bimodal", "fast_ms", "slow_ms", "status", "error", "key")
 #: the columns of a comparison's rows, in order
 COMPARISON_COLUMNS = ("suite", "case", "category", "phase", "base_ms", "new_ms", "ratio", "change_pct",
                       "verdict", "basis", "q_value", "ratio_low", "ratio_high", "detectable_ratio", "rounds_base",
@@ -82,17 +82,19 @@ def _case_columns(report: "Report", result: "CaseResult", suite: "Suite") -> dic
 def _figure_columns(h: Optional[Headline]) -> dict:
     if h is None:
         return {"phase": "", "figure": "", "unit": "", "median_ms": None, "iqr_ms": None, "relative_iqr": None,
-                "round_spread": None, "rounds": None, "samples": None, "noisy": None}
+                "round_spread": None, "rounds": None, "samples": None, "noisy": None, "bimodal": "", "fast_ms": None,
+                "slow_ms": None}
     return {"phase": h.phase, "figure": h.figure, "unit": h.unit, "median_ms": h.median_ms, "iqr_ms": h.iqr_ms,
             "relative_iqr": h.relative_iqr, "round_spread": h.round_spread, "rounds": h.rounds,
-            "samples": h.samples, "noisy": h.noisy}
+            "samples": h.samples, "noisy": h.noisy, "bimodal": h.bimodal or "", "fast_ms": h.fast_ms,
+            "slow_ms": h.slow_ms}
 
 
 def _stored_headlines(result: "CaseResult") -> Optional[Dict[str, Headline]]:
     stored = (result.metrics or {}).get("headline")
     if not isinstance(stored, dict):
         return None
-    return {phase: Headline(**data) for phase, data in stored.items()}
+    return {phase: Headline.from_dict(data) for phase, data in stored.items()}
 
 
 def report_rows(report: "Report", suite: Optional["Suite"] = None) -> List[dict]:

@@ -108,3 +108,35 @@ def test_the_suites_declare_the_framework_and_inputs_columns(reports):
     assert set(rnn["inputs"]) == {"seqLength=3, numLayers=1, inputSize=4, hiddenSize=4, miniBatch=2"}
     op = pandas.DataFrame(load_rows(reports["op.json"]))
     assert set(op["framework"]) == {"mxnet"}
+
+
+def test_a_quantity_with_two_speeds_says_so_in_its_headline_and_its_csv_row(reports, tmp_path):
+    """The headline names two speeds (benchcore.measure.modes) and their levels, so a pandas user
+    can tell a bimodal quantity's round spread from noise; the JSON still validates, and a stored
+    headline with a field this version does not know is read."""
+    from benchcore.report.model import Report
+    from benchcore.suite import declared
+    from benchcore.views.headline import annotate
+
+    data = json.loads(reports["op.json"].read_text())
+    relu = next(r for r in data["results"] if r["spec"]["name"] == "relu")
+    relu["metrics"]["profiler"]["forward"].update(  # LeakyReLU gelu's alternating round (test_modes.py)
+        per_call_ms=[15.69, 0.848, 15.879, 0.837, 16.447, 0.742, 16.372, 0.855, 0.799, 0.854, 0.774, 0.721,
+                     0.802, 0.858, 0.828, 0.83, 0.814, 0.838, 0.815, 0.877], round_sizes=[7, 7, 6])
+    report = Report.from_dict(data)
+    written = json.loads(annotate(report, declared(report.suite)).to_json())
+    jsonschema.validate(written, schemas.load("report"))
+    headline = next(r for r in written["results"] if r["spec"]["name"] == "relu")["metrics"]["headline"]
+    assert headline["forward"]["bimodal"] == "within a round"
+    assert headline["forward"]["fast_ms"] == pytest.approx(0.829, abs=1e-3)
+    assert headline["forward"]["slow_ms"] == pytest.approx(16.1, abs=0.05)
+    assert headline["backward"]["bimodal"] is None and headline["backward"]["slow_ms"] is None
+
+    headline["backward"]["a_later_field"] = 1
+    (tmp_path / "r.json").write_text(json.dumps(written))
+    rows = pandas.DataFrame(load_rows(tmp_path / "r.json"))
+    key = next(r.spec.key for r in report.results if r.spec.name == "relu")  # the case changed above
+    changed = rows[rows["key"] == key].set_index("phase")
+    assert changed.loc["forward", "bimodal"] == "within a round"
+    assert changed.loc["forward", "slow_ms"] == pytest.approx(16.1, abs=0.05)
+    assert changed.loc["backward", "bimodal"] == ""
