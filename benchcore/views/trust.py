@@ -73,18 +73,24 @@ def _spread(measurements: Sequence[Measurement]) -> Optional[str]:
 
 
 def _contention(case_metrics: Sequence[dict]) -> Optional[str]:
-    """How long the workers' threads waited for a CPU (benchcore.measure.contention): the cause of
-    the second speed measured on a shared machine (docs/STEADY_STATE.md, *Why two speeds*)."""
+    """How long the workers' threads waited for a CPU, and how much of the VM's CPU time the
+    hypervisor took (steal), which no thread's wait shows (benchcore.measure.contention): the
+    causes of the second speed measured on a shared machine (docs/STEADY_STATE.md, *Why two
+    speeds*)."""
     records = [r for m in case_metrics for r in (m.get("contention") or []) if isinstance(r, dict)]
-    waits = [r["cpu_wait_share"] for r in records if isinstance(r.get("cpu_wait_share"), (int, float))]
-    others = [r["others_cpus"] for r in records if isinstance(r.get("others_cpus"), (int, float))]
+    waits, others, steals = ([r[key] for r in records if isinstance(r.get(key), (int, float))]
+                             for key in ("cpu_wait_share", "others_cpus", "steal_share"))
     if not waits or not others:
         return None
     p50, p90 = np.percentile(waits, [50, 90])
     text = (f"CPU contention: the workers' threads waited for a CPU {p50 * 100:.0f}% of their time (median "
             f"case-round; 90th percentile {p90 * 100:.0f}%) while other processes used {np.median(others):.1f} "
             "CPUs")
-    if p90 >= modes.WAIT_MARGIN:
+    stolen = np.percentile(steals, [50, 90]) if steals else (0.0, 0.0)
+    if steals:  # reports written before steal was recorded have none
+        text += (f"; the hypervisor took {stolen[0] * 100:.0f}% of the VM's CPU time (steal: median case-round; "
+                 f"90th percentile {stolen[1] * 100:.0f}%)")
+    if p90 >= modes.WAIT_MARGIN or stolen[1] >= modes.STEAL_MARGIN:
         return text + ("; at such a load a call can be preempted in the middle of its kernel, and a case's rounds "
                        "may split into two speeds (each bimodal quantity below names its likely cause).")
     return text + "."

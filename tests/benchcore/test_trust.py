@@ -43,6 +43,19 @@ def test_the_section_says_how_long_the_workers_waited_for_a_cpu():
             "percentile 49%) while other processes used 1.5 CPUs; at such a load a call can be preempted") in text
 
 
+def test_the_section_says_how_much_cpu_time_the_hypervisor_took():
+    # the quickstart of 2026-12-03 10:43: no thread waited, no other process ran, and the
+    # hypervisor took a seventh of the VM's time in one case-round of ten
+    quiet = [{"cpu_wait_share": 0.0, "others_cpus": 0.0, "steal_share": s, "load_1min": 0.4}
+             for s in (0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.1, 0.33)]
+    text = "\n".join(section([rounds([1.0, 1.1, 1.05])], [{"contention": quiet}], {}, {}))
+    assert ("while other processes used 0.0 CPUs; the hypervisor took 0% of the VM's CPU time (steal: median "
+            "case-round; 90th percentile 12%); at such a load a call can be preempted") in text
+    calm = [dict(r, steal_share=0.0) for r in quiet]
+    text = "\n".join(section([rounds([1.0, 1.1, 1.05])], [{"contention": calm}], {}, {}))
+    assert "steal: median case-round; 90th percentile 0%)." in text and "preempted" not in text
+
+
 def test_without_threads_or_rounds_the_section_says_what_is_missing():
     text = "\n".join(section([Measurement([1.0, 1.1])], [{}], {}, {"system": {"start": {"advice": []}}}))
     assert "Threads: not set" in text and "pass `--threads N`" in text
