@@ -117,6 +117,7 @@ def test_the_modes_figures_script_runs_every_model_and_plan():
     from pathlib import Path
 
     script = Path(__file__).resolve().parents[2] / "scripts" / "modes_figures"
-    done = subprocess.run([sys.executable, str(script), "--draws", "20"], capture_output=True, text=True, timeout=120)
+    done = subprocess.run([sys.executable, str(script), "--draws", "20", "--sweeps", "2"], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.count("3 rounds: 2, 2, 1") == 5 and "two speeds 2x apart, per process" in done.stdout
+    assert done.stdout.count("no labels: ") == 3  # compare with the rules and without, at three spreads
