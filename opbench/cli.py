@@ -62,13 +62,13 @@ from benchcore.errors import UsageError
 from benchcore.execute import valgrind
 from benchcore.measure import audit
 from benchcore.measure.instructions import ENGINE, INSTRUCTION_DEFAULTS, engine_of
-from benchcore.views import count_report
+from benchcore.views import count_report, trust
 
 from .backends import FRAMEWORKS, backend_for, require_framework
 from .backends.base import UnknownOperator
 from .backends.base import split as _split
 from .extras import from_results, in_report_order, label_of, operator_of
-from .suite import PROG
+from .suite import PROG, SUITE
 
 TINY_ENV = "OPBENCH_TINY"
 AB_COMMAND = "ab"
@@ -235,6 +235,9 @@ def summarize(report, skipped, started: float, written: List[Path]) -> None:
         say(f"warning: {note}")
     for line in audit.sweep_lines([(label_of(r), r.metrics) for r in ok], PROG):
         print(line, file=sys.stderr)
+    trust_line = trust.sweep_line(ok, SUITE, PROG)
+    if trust_line:
+        print(trust_line, file=sys.stderr)
     uncovered = report.extra.get("no_benchmark") or []
     if uncovered:
         say(f"{len(uncovered)} {'OpInfo entries' if report.settings.get('framework') == 'torch' else 'registered operator(s)'}"

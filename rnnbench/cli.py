@@ -27,7 +27,7 @@ from benchcore.errors import UsageError
 from benchcore.execute import valgrind
 from benchcore.measure import audit
 from benchcore.measure.instructions import ENGINE, INSTRUCTION_DEFAULTS, engine_of
-from benchcore.views import count_report
+from benchcore.views import count_report, trust
 
 from . import bench
 from .suite import SUITE
@@ -373,6 +373,9 @@ def _report_problems(results) -> None:
         elif not result.ok:
             _err(f"{PROG}: {result.spec.name} {result.status}: {result.error}")
     _err(*audit.sweep_lines([(r.spec.name, r.metrics) for r in results if r.ok], PROG))
+    trust_line = trust.sweep_line(results, SUITE, PROG)
+    if trust_line:
+        _err(trust_line)
 
 
 def _ab(args, argv: Sequence[str]) -> int:

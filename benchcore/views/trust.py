@@ -10,12 +10,16 @@ newcomer reads is how much of the table to believe (docs/STEADY_STATE.md).
 
 from __future__ import annotations
 
-from typing import List, Optional, Sequence
+from typing import TYPE_CHECKING, List, Optional, Sequence
 
 import numpy as np
 
 from benchcore.measure import modes
 from benchcore.measure.measurement import Measurement
+
+if TYPE_CHECKING:
+    from benchcore.report.model import CaseResult
+    from benchcore.suite import Suite
 
 #: the machine's warnings (benchcore.execute.system) not worth repeating: rounds average over them
 QUIET = ("ASLR",)
@@ -39,13 +43,13 @@ def _threads(settings: dict, environment: dict) -> str:
 
 
 def _warmup(case_metrics: Sequence[dict], settings: dict) -> Optional[str]:
-    records = [r for m in case_metrics for r in (m.get("steady") or []) if isinstance(r, dict)]
+    records = _steady_records(case_metrics)
     if not records:
         return None
     rounds = (settings.get("rounds") or {})
     warmup = rounds.get("warmup_per_round", settings.get("warmup"))
     extra = sum(1 for r in records if r.get("extra_warmup"))
-    unsteady = sum(1 for r in records if r.get("reached") is False)
+    unsteady = _unsteady(records)
     text = (f"Warmup: {warmup} call(s) in every worker process before its timed calls; {extra} of {len(records)} "
             "case-rounds still started cold and had their first timed calls turned into extra warmup")
     if unsteady:
@@ -53,23 +57,47 @@ def _warmup(case_metrics: Sequence[dict], settings: dict) -> Optional[str]:
     return text + "; every case-round reached steady state."
 
 
-def _spread(measurements: Sequence[Measurement]) -> Optional[str]:
+def _steady_records(case_metrics: Sequence[dict]) -> List[dict]:
+    return [r for m in case_metrics for r in (m.get("steady") or []) if isinstance(r, dict)]
+
+
+def _unsteady(records: Sequence[dict]) -> int:
+    return sum(1 for r in records if r.get("reached") is False)
+
+
+def _round_figures(measurements: Sequence[Measurement]) -> Optional[tuple]:
+    """(rounds, median and 90th percentile of the round spreads of the one-speed quantities (None
+    without any), how many quantities have two speeds); None without rounds."""
     with_rounds = [m for m in measurements if m.round_count > 1]
     if not with_rounds:
-        return ("Rounds: one process per case; its samples say how steady that process was, not how far another "
-                "process of the same build would differ (time with `--rounds`).")
+        return None
     bimodal = [m for m in with_rounds if modes.of(m) is not None]
     spreads = [m.round_spread for m in with_rounds if m not in bimodal and m.round_spread is not None]
-    text = f"Rounds: {with_rounds[0].round_count} fresh processes per case"
-    if spreads:
-        p50, p90 = np.percentile(spreads, [50, 90])
+    p50, p90 = np.percentile(spreads, [50, 90]) if spreads else (None, None)
+    return with_rounds[0].round_count, p50, p90, len(bimodal)
+
+
+def _spread(measurements: Sequence[Measurement]) -> Optional[str]:
+    figures = _round_figures(measurements)
+    if figures is None:
+        return ("Rounds: one process per case; its samples say how steady that process was, not how far another "
+                "process of the same build would differ (time with `--rounds`).")
+    rounds, p50, p90, bimodal = figures
+    text = f"Rounds: {rounds} fresh processes per case"
+    if p50 is not None:
         text += (f"; the round medians of a quantity lie {p50 * 100:.0f}% apart (median; 90th percentile "
                  f"{p90 * 100:.0f}%): differences between two reports smaller than that are what fresh processes "
                  "of one build show, and `compare` judges them so")
     if bimodal:
-        text += (f"; {len(bimodal)} quantit{'y runs' if len(bimodal) == 1 else 'ies run'} at two speeds (*bimodal*, "
+        text += (f"; {bimodal} quantit{'y runs' if bimodal == 1 else 'ies run'} at two speeds (*bimodal*, "
                  "listed below): read both speeds, not the median")
     return text + "."
+
+
+def _shares(case_metrics: Sequence[dict], key: str) -> List[float]:
+    """One contention field (benchcore.measure.contention) of every case-round that has it."""
+    records = [r for m in case_metrics for r in (m.get("contention") or []) if isinstance(r, dict)]
+    return [r[key] for r in records if isinstance(r.get(key), (int, float))]
 
 
 def _contention(case_metrics: Sequence[dict]) -> Optional[str]:
@@ -77,9 +105,7 @@ def _contention(case_metrics: Sequence[dict]) -> Optional[str]:
     hypervisor took (steal), which no thread's wait shows (benchcore.measure.contention): the
     causes of the second speed measured on a shared machine (docs/STEADY_STATE.md, *Why two
     speeds*)."""
-    records = [r for m in case_metrics for r in (m.get("contention") or []) if isinstance(r, dict)]
-    waits, others, steals = ([r[key] for r in records if isinstance(r.get(key), (int, float))]
-                             for key in ("cpu_wait_share", "others_cpus", "steal_share"))
+    waits, others, steals = (_shares(case_metrics, key) for key in ("cpu_wait_share", "others_cpus", "steal_share"))
     if not waits or not others:
         return None
     p50, p90 = np.percentile(waits, [50, 90])
@@ -105,3 +131,29 @@ def _machine(environment: dict) -> Optional[str]:
         return "Machine: no warning about its state at the start (busy processes, load, speed swings, governor)."
     return ("Machine: not quiet at the start — " + "; ".join(f"{a.get('check')}: {a.get('found')}" for a in advice)
             + ". The figures carry that noise.")
+
+
+def sweep_line(results: Sequence["CaseResult"], suite: "Suite", prog: str) -> Optional[str]:
+    """The section's figures in one stderr line at the end of a sweep with rounds, so that a
+    user who writes JSON only still reads how far the figures go (pyperf warns the same way
+    when a benchmark looks unstable): over the headline figures `suite` declares. None without
+    rounds, where the Markdown says why."""
+    ok = [r for r in results if r.ok]
+    measurements = [t.measurement for r in ok for t in suite.timings(r).values() if t.measurement is not None]
+    case_metrics = [r.metrics or {} for r in ok]
+    figures = _round_figures(measurements)
+    if figures is None:
+        return None
+    rounds, p50, p90, bimodal = figures
+    parts = [f"{rounds} rounds" + (f", round medians {p50 * 100:.0f}% apart (median; 90th percentile "
+                                   f"{p90 * 100:.0f}%)" if p50 is not None else "")]
+    if bimodal:
+        parts.append(f"{bimodal} quantit{'y' if bimodal == 1 else 'ies'} at two speeds")
+    unsteady = _unsteady(_steady_records(case_metrics))
+    if unsteady:
+        parts.append(f"{unsteady} case-round{'s' if unsteady != 1 else ''} not steady")
+    steals = _shares(case_metrics, "steal_share")
+    if steals and np.percentile(steals, 90) >= modes.STEAL_MARGIN:
+        parts.append(f"the hypervisor took {np.percentile(steals, 90) * 100:.0f}% of the CPU time (steal, 90th "
+                     "percentile case-round)")
+    return f"{prog}: trust: " + "; ".join(parts) + " (the Markdown report: *How far to trust these figures*)"

@@ -75,3 +75,22 @@ def test_rnnbench_markdown_opens_with_trust_and_shows_two_speeds_as_bimodal():
     assert "| bimodal" in row
     assert "- `jit`: not steady in round(s) 3: why" in md
     assert "- `jit` forward: bimodal across processes: 5.03 µs and 12.1 µs (round 2 slow)" in md
+
+
+def test_the_sweep_line_says_the_sections_figures_in_one_line():
+    from benchcore.suite import Suite
+    from benchcore.views.trust import sweep_line
+
+    def case(name, levels, steady_records, steal):
+        metrics = {"forward": rounds(levels).to_dict(), "steady": steady_records,
+                   "contention": [{"cpu_wait_share": 0.0, "others_cpus": 0.0, "steal_share": steal}] * len(levels)}
+        return CaseResult(CaseSpec("rnnbench", name, {}), "ok", metrics)
+
+    results = [case("a", [1.0, 1.1, 1.05], steady(0, 0, 0), 0.0), case("b", [0.005, 0.012, 0.005], steady(0, 0, 0), 0.0),
+               case("c", [2.0, 2.4, 2.2], steady(0, 1, 0, reached=False), 0.2)]
+    line = sweep_line(results, Suite("rnnbench"), "rnnbench")
+    assert line == ("rnnbench: trust: 3 rounds, round medians 14% apart (median; 90th percentile 17%); 1 quantity at "
+                    "two speeds; 3 case-rounds not steady; the hypervisor took 20% of the CPU time (steal, 90th "
+                    "percentile case-round) (the Markdown report: *How far to trust these figures*)")
+    one_round = [CaseResult(CaseSpec("rnnbench", "a", {}), "ok", {"forward": Measurement([1.0, 1.1]).to_dict()})]
+    assert sweep_line(one_round, Suite("rnnbench"), "rnnbench") is None

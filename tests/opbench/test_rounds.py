@@ -21,6 +21,8 @@ def test_rounds_reach_the_report_and_its_markdown(tmp_path):
     assert proc.returncode == 0, proc.stderr
     report = Report.load(tmp_path / "r.json")
     assert report.settings["rounds"] == {"rounds": 2, "order_seed": 5, "runs_per_round": [3, 2], "warmup_per_round": 3}
+    # how far the figures go, said on stderr too (a JSON-only user reads no Markdown)
+    assert "\nopbench: trust: 2 rounds, round medians " in proc.stderr
     for result in report.results:
         assert [r["round"] for r in result.rounds] == [1, 2] and all(r["status"] == "ok" for r in result.rounds)
         assert round_sizes_of(result.metrics["profiler"]["forward"]) == [3, 2]  # the 5 runs asked, split

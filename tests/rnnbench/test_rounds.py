@@ -9,7 +9,9 @@ TINY = ["--seqLength", "3", "--numLayers", "1", "--inputSize", "4", "--hiddenSiz
 
 def test_rounds_reach_the_report_and_its_markdown(tmp_path, capsys):
     code = main(["bench", *TINY, "--rounds", "2", "-f", "json,md", "-o", str(tmp_path / "r.json")])
-    assert code == 0, capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert code == 0, err
+    assert "rnnbench: trust: 2 rounds, round medians " in err  # how far the figures go, on stderr too
     report = Report.load(tmp_path / "r.json")
     assert report.settings["rounds"]["rounds"] == 2 and report.settings["rounds"]["runs_per_round"] == [2, 2]
     md = (tmp_path / "r.md").read_text()
