@@ -6,8 +6,9 @@ LeakyReLU round alternated 0.45 and 2–4 ms calls (docs/STEADY_STATE.md says wh
 such a case shows a round spread of hundreds of percent, and a comparison of three rounds a side
 calls it "slower" whenever one side happens to draw the slow speed. So a Measurement is checked
 for two clusters — of its round medians (across processes) or of one round's samples (within a
-round; rounds too short to be judged alone, together) — and a comparison of a bimodal quantity calls a change only when it lies beyond both
-speeds.
+round; rounds too short to be judged alone, together) — and a comparison of a bimodal quantity
+calls a change only when it lies beyond both speeds. scripts/modes_figures measures how often
+the rules label rounds of known truth (docs/STEADY_STATE.md, *What the two rules cannot tell*).
 """
 
 from __future__ import annotations
