@@ -116,9 +116,13 @@ def _noise(named) -> str:
 def _bimodal_texts(result: CaseResult, engine: str) -> Dict[str, Optional[str]]:
     """Each timed quantity's two speeds, in words (None: one speed), as the table shows it."""
     if engine == "python":
-        quantities = {"iteration": _python_whole(result)}
-    else:
-        quantities = dict(zip(("forward", "backward"), _native_measurements(result)))
+        return bimodal_texts(result, {"iteration": _python_whole(result)})
+    return bimodal_texts(result, dict(zip(("forward", "backward"), _native_measurements(result))))
+
+
+def bimodal_texts(result: CaseResult, quantities: Dict[str, Optional[Measurement]]) -> Dict[str, Optional[str]]:
+    """{name: the two speeds of that Measurement of `result` and their likely cause, in words
+    (None: one speed)}; both frameworks' Markdown lists them."""
     records = (result.metrics or {}).get("contention")
     found = {name: modes.described(m, records) if m is not None else None for name, m in quantities.items()}
     return {name: data["text"] if data else None for name, data in found.items()}

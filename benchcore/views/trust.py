@@ -153,7 +153,7 @@ def sweep_line(results: Sequence["CaseResult"], suite: "Suite", prog: str) -> Op
     if unsteady:
         parts.append(f"{unsteady} case-round{'s' if unsteady != 1 else ''} not steady")
     steals = _shares(case_metrics, "steal_share")
-    if steals and np.percentile(steals, 90) >= modes.STEAL_MARGIN:
-        parts.append(f"the hypervisor took {np.percentile(steals, 90) * 100:.0f}% of the CPU time (steal, 90th "
-                     "percentile case-round)")
+    stolen = np.percentile(steals, 90) if steals else 0.0
+    if stolen >= modes.STEAL_MARGIN:
+        parts.append(f"the hypervisor took {stolen * 100:.0f}% of the CPU time (steal, 90th percentile case-round)")
     return f"{prog}: trust: " + "; ".join(parts) + " (the Markdown report: *How far to trust these figures*)"

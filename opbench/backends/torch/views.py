@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from typing import Dict, List, Optional
 
-from benchcore.measure import audit, modes, steady
+from benchcore.measure import audit, steady
 from benchcore.measure.measurement import NOISE_THRESHOLD, Measurement
 from benchcore.report.figures import Timing
 from benchcore.report.model import CaseResult, Report
 from benchcore.views import trust
 from benchcore.views.settings_table import settings_table
-from opbench.views import MISSING, _fmt, _inputs_text, _noise, _round_spread, _sampling_text, _table
+from opbench.views import MISSING, _fmt, _inputs_text, _noise, _round_spread, _sampling_text, _table, bimodal_texts
 
 HEADERS = ["Operator", "Category", "Inputs", "Fwd Median (ms)", "Fwd IQR (ms)", "Bwd Median (ms)", "Bwd IQR (ms)",
            "Noise"]
@@ -46,14 +46,6 @@ def _row(result: CaseResult, rounds: bool) -> list:
     return row + ([_round_spread(m) for m in measurements.values()] if rounds else [])
 
 
-def _bimodal_texts(result: CaseResult) -> Dict[str, Optional[str]]:
-    """Each phase's two speeds with their likely cause, in words (None: one speed)."""
-    records = (result.metrics or {}).get("contention")
-    found = {phase: modes.described(m, records) if m is not None else None
-             for phase, m in _measurements(result).items()}
-    return {phase: data["text"] if data else None for phase, data in found.items()}
-
-
 def _ordered(results: List[CaseResult]) -> List[CaseResult]:
     return sorted(results, key=lambda r: (r.spec.name, r.spec.key))
 
@@ -80,7 +72,7 @@ def to_markdown(report: Report) -> str:
     headers = HEADERS + (["Fwd Round Spread", "Bwd Round Spread"] if rounds else [])
     parts += [_table([_row(r, rounds) for r in ok], headers) if ok else "(no case was measured)", ""]
     parts += ["## Settings", "", settings_table(settings), ""]
-    parts += steady.markdown_section([(r.spec.name, r.metrics or {}, _bimodal_texts(r)) for r in ok])
+    parts += steady.markdown_section([(r.spec.name, r.metrics or {}, bimodal_texts(r, _measurements(r))) for r in ok])
     parts += audit.markdown_section([(r.spec.name, r.metrics or {}) for r in ok],
                                     audited=settings.get("audit") is not False)
     failures = [r for r in _ordered(report.results) if r.status in ("failed", "crashed", "timeout")]
