@@ -10,7 +10,7 @@ newcomer reads is how much of the table to believe (docs/STEADY_STATE.md).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, List, Optional, Sequence
+from typing import TYPE_CHECKING, List, NamedTuple, Optional, Sequence
 
 import numpy as np
 
@@ -65,16 +65,26 @@ def _unsteady(records: Sequence[dict]) -> int:
     return sum(1 for r in records if r.get("reached") is False)
 
 
-def _round_figures(measurements: Sequence[Measurement]) -> Optional[tuple]:
-    """(rounds, median and 90th percentile of the round spreads of the one-speed quantities (None
-    without any), how many quantities have two speeds); None without rounds."""
+class RoundFigures(NamedTuple):
+    """What the rounds of a sweep's quantities show."""
+
+    rounds: int
+    #: median and 90th percentile of the one-speed quantities' round spreads (None without any)
+    spread_p50: Optional[float]
+    spread_p90: Optional[float]
+    #: how many quantities run at two speeds (benchcore.measure.modes)
+    bimodal: int
+
+
+def _round_figures(measurements: Sequence[Measurement]) -> Optional[RoundFigures]:
+    """None without rounds."""
     with_rounds = [m for m in measurements if m.round_count > 1]
     if not with_rounds:
         return None
-    bimodal = [m for m in with_rounds if modes.of(m) is not None]
-    spreads = [m.round_spread for m in with_rounds if m not in bimodal and m.round_spread is not None]
+    speeds = [modes.of(m) for m in with_rounds]
+    spreads = [m.round_spread for m, two in zip(with_rounds, speeds) if two is None and m.round_spread is not None]
     p50, p90 = np.percentile(spreads, [50, 90]) if spreads else (None, None)
-    return with_rounds[0].round_count, p50, p90, len(bimodal)
+    return RoundFigures(with_rounds[0].round_count, p50, p90, sum(two is not None for two in speeds))
 
 
 def _spread(measurements: Sequence[Measurement]) -> Optional[str]:

@@ -30,15 +30,14 @@ def _timings(result: CaseResult) -> Dict[str, Optional[Timing]]:
     return {phase: found.get(phase) for phase in PHASES}
 
 
-def _measurements(result: CaseResult) -> Dict[str, Optional[Measurement]]:
-    return {phase: t.measurement if t else None for phase, t in _timings(result).items()}
+def _measurements(found: Dict[str, Optional[Timing]]) -> Dict[str, Optional[Measurement]]:
+    return {phase: t.measurement if t else None for phase, t in found.items()}
 
 
-def _row(result: CaseResult, rounds: bool) -> list:
-    """Median and IQR per phase, the noisy phases, and with rounds each phase's round spread
-    (or *bimodal*)."""
-    found = _timings(result)
-    measurements = {phase: t.measurement if t else None for phase, t in found.items()}
+def _row(result: CaseResult, found: Dict[str, Optional[Timing]], rounds: bool) -> list:
+    """Median and IQR per phase of `found` (the result's _timings), the noisy phases, and with
+    rounds each phase's round spread (or *bimodal*)."""
+    measurements = _measurements(found)
     row = [result.spec.name, result.spec.params.get("category") or "-", _inputs_text(result)]
     for phase, m in measurements.items():
         row += [_fmt(found[phase].center_ms) if found[phase] else MISSING, _fmt(m.iqr) if m else MISSING]
@@ -58,6 +57,7 @@ def to_markdown(report: Report) -> str:
     manifest = settings.get("manifest") or {}
     rounds = (settings.get("rounds") or {}).get("rounds", 1) > 1
     ok = [r for r in _ordered(report.results) if r.ok]
+    found = [_timings(r) for r in ok]
     parts = ["# PyTorch operators", "",
              f"torch {torch.get('version', '?')}, {torch.get('threads', '?')} threads; engine {engine}; dtype "
              f"{settings.get('dtype', '?')}; device {settings.get('device', '?')}; {_sampling_text(settings)}. "
@@ -67,12 +67,13 @@ def to_markdown(report: Report) -> str:
              + ("With rounds a median is the median of the rounds' medians, and *Round Spread* is (largest - "
                 "smallest round median) / that median. " if rounds else "")
              + f"`{MISSING}`: not measured (the JSON report says why under `missing`).", ""]
-    measured = [m for r in ok for m in _measurements(r).values() if m is not None]
+    measured = [m for phases in found for m in _measurements(phases).values() if m is not None]
     parts += trust.section(measured, [r.metrics or {} for r in ok], settings, report.environment)
     headers = HEADERS + (["Fwd Round Spread", "Bwd Round Spread"] if rounds else [])
-    parts += [_table([_row(r, rounds) for r in ok], headers) if ok else "(no case was measured)", ""]
+    parts += [_table([_row(r, phases, rounds) for r, phases in zip(ok, found)], headers) if ok else "(no case was measured)", ""]
     parts += ["## Settings", "", settings_table(settings), ""]
-    parts += steady.markdown_section([(r.spec.name, r.metrics or {}, bimodal_texts(r, _measurements(r))) for r in ok])
+    parts += steady.markdown_section([(r.spec.name, r.metrics or {}, bimodal_texts(r, _measurements(phases)))
+                                      for r, phases in zip(ok, found)])
     parts += audit.markdown_section([(r.spec.name, r.metrics or {}) for r in ok],
                                     audited=settings.get("audit") is not False)
     failures = [r for r in _ordered(report.results) if r.status in ("failed", "crashed", "timeout")]
