@@ -262,15 +262,14 @@ def runner_contexts(spec: CaseSpec, runner=None) -> Iterator[object]:
     call) and are restored on exit, so a reused worker starts the next case from torch's
     defaults. They can be entered again for the same built model (torch mode of `profile`).
     """
-    from .runners import executor_context, fuser_context, get_runner
+    from .runners import get_runner, jit_settings
 
     params = spec.params
     runner = runner or get_runner(spec.name)
     _skip_if_unrunnable(runner, params.get("device", "cpu"))
     with ExitStack() as stack:
         stack.enter_context(device_context(params.get("device", "cpu")))
-        stack.enter_context(fuser_context(params.get("fuser", "te")))
-        stack.enter_context(executor_context(params.get("executor", "default")))
+        stack.enter_context(jit_settings(params.get("fuser", "te"), params.get("executor", "default")))
         context = getattr(runner, "context", None)
         if context is not None:
             stack.enter_context(context())

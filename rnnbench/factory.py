@@ -432,26 +432,6 @@ def handwritten_creator(variant: str, script: bool) -> Callable[..., ModelDef]:
     return creator
 
 
-def custom_lstm_creator(stack_fn: Callable, script: bool = False) -> Callable[..., ModelDef]:
-    """A creator for any LSTM written as `stack_fn(x, hx, cx, params) -> (output, (h, c))`
-    with nn.LSTM's parameter layout — e.g. a cell under development, to be benchmarked or
-    checked with a runner registered through `runners.register_runner`."""
-
-    def creator(seqLength: int = 100, numLayers: int = 1, inputSize: int = 512,
-                hiddenSize: int = 512, miniBatch: int = 64, device: str = "cpu",
-                seed: Optional[int] = None) -> ModelDef:
-        stack = scripted(stack_fn) if script else stack_fn
-        data = lstm_data(seqLength, numLayers, inputSize, hiddenSize, miniBatch, device, seed)
-        params = data.params
-
-        def forward(x, hx, cx):
-            return stack(x, hx, cx, params)
-
-        return _lstm_modeldef(data, forward, params, data.names, data.hx.device)
-
-    return creator
-
-
 def varlen_creator(script: bool) -> Callable[..., ModelDef]:
     """Variable-length batch run one sequence at a time by the hand-written LSTM
     (script=False is `vl_py`, which like `py` runs only with TorchScript off)."""

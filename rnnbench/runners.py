@@ -229,12 +229,6 @@ def jit_settings(fuser: str = "default", executor: str = "default") -> Iterator[
         yield
 
 
-def jit_switch_state() -> Dict[str, bool]:
-    """The current value of every switch the contexts touch (for reports and tests)."""
-    return {key: _get_switch(key) for key in _SWITCHES
-            if all(hasattr(torch._C, fn) for fn in _SWITCHES[key])}
-
-
 # ------------------------------------------------------------------------------- registry
 
 def _lstm(name, creator, description, **kw) -> Runner:

@@ -1,4 +1,4 @@
-"""The backend protocol: what opbench's neutral parts ask of a framework.
+"""What opbench's neutral parts ask of a framework backend, and the types they share.
 
 opbench's command line, selection, rounds, reports and comparisons are the same for every
 framework; a backend supplies the rest:
@@ -20,11 +20,10 @@ executor) and opbench.backends.torch (OpInfo discovery, scaling, its executor).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable, Dict, List, Optional, Protocol, Sequence, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from benchcore.errors import UsageError
 from benchcore.measure.case import CaseSpec
-from benchcore.suite import Suite
 
 
 class UnknownOperator(UsageError):
@@ -64,32 +63,6 @@ class Plan:
     settings: Dict[str, object] = field(default_factory=dict)
     #: the report's framework-specific extras
     extra: Dict[str, object] = field(default_factory=dict)
-
-
-class Backend(Protocol):
-    name: str
-    suite: Suite
-    engines: Tuple[str, ...]
-    dtypes: Tuple[str, ...]
-    categories: Tuple[str, ...]
-    #: the report's file stem when no -o is given
-    default_output_stem: str
-    #: --memory-limit-gb's default (why: see each backend)
-    memory_limit_gb: float
-
-    def check(self, args) -> str: ...
-
-    def scan(self, args, device: str) -> List[OperatorInfo]: ...
-
-    def knows(self, name: str) -> bool: ...
-
-    def plan(self, args, device: str) -> Plan: ...
-
-    def list_operators(self, args, device: str) -> int: ...
-
-    def environment_extra(self, args) -> dict: ...
-
-    def to_markdown(self, report) -> str: ...
 
 
 def split(values: Optional[Sequence[str]]) -> Optional[List[str]]:

@@ -13,6 +13,12 @@ TINY = dict(seqLength=4, numLayers=2, inputSize=6, hiddenSize=5, miniBatch=3)
 VARLEN_TINY = dict(TINY, lengths=(2, 6))
 
 
+def jit_switch_state():
+    """The current value of every switch the fuser and executor contexts touch."""
+    return {key: runners._get_switch(key) for key in runners._SWITCHES
+            if all(hasattr(torch._C, fn) for fn in runners._SWITCHES[key])}
+
+
 def _build(name, **sizes):
     runner = runners.get_runner(name)
     with runner.context():
@@ -204,23 +210,23 @@ def test_jit_runners_refuse_when_scripting_is_off():
 @pytest.mark.parametrize("fuser", bench.FUSERS)
 @pytest.mark.parametrize("executor", bench.EXECUTORS)
 def test_fuser_and_executor_contexts_restore_every_switch(fuser, executor):
-    before = runners.jit_switch_state()
+    before = jit_switch_state()
     with pytest.raises(KeyError):
         with runners.jit_settings(fuser, executor):
             raise KeyError("restores on error too")
-    assert runners.jit_switch_state() == before
+    assert jit_switch_state() == before
 
 
 def test_fuser_settings_take_effect():
     with runners.fuser_context("none"):
-        state = runners.jit_switch_state()
+        state = jit_switch_state()
         assert not state["profiling_executor"] and not state["texpr_fuser"]
     with runners.fuser_context("te"), runners.executor_context("legacy"):
-        state = runners.jit_switch_state()
+        state = jit_switch_state()
         assert state["texpr_fuser"] and not state["profiling_executor"]
         assert not state["fuse_on_cpu"]
     with runners.executor_context("simple"):
-        assert not runners.jit_switch_state()["graph_optimize"]
+        assert not jit_switch_state()["graph_optimize"]
 
 
 def test_jit_runner_runs_under_each_fuser():
@@ -249,11 +255,11 @@ def test_every_fuser_and_executor_name_has_its_settings():
 
 def test_a_fuser_this_torch_cannot_honour_is_a_usage_error(monkeypatch):
     monkeypatch.delattr(torch._C, "_jit_set_texpr_fuser_enabled")
-    before = runners.jit_switch_state()
+    before = jit_switch_state()
     with pytest.raises(UsageError, match="_jit_set_texpr_fuser_enabled"):
         with runners.fuser_context("te"):
             pass
-    assert runners.jit_switch_state() == before
+    assert jit_switch_state() == before
     with runners.fuser_context("default"):  # touches nothing, so still fine
         pass
 

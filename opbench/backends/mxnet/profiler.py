@@ -155,14 +155,6 @@ class ProfileDump:
                 return name, self.operators[name]
         return None
 
-    def find_backward(self, op: str) -> Optional[Tuple[str, OpStats]]:
-        """The `_backward_<op>` entry under any of the operator's names, or None."""
-        for name in profiler_names(op):
-            for candidate in (f"_backward_{name}", f"_backward_{name.lstrip('_')}"):
-                if candidate in self.operators:
-                    return candidate, self.operators[candidate]
-        return None
-
 
 def profiler_names(op: str) -> Tuple[str, ...]:
     """Every name the profiler may record `op` under, most specific first; exact, no substrings."""
@@ -277,11 +269,6 @@ def parse_text(text: str) -> ProfileDump:
             stats = _memory_entry(name, count, low, high)
             dump.memory[stats.device] = stats
     return dump
-
-
-def parse_dump(text: str) -> ProfileDump:
-    """Either form of `mx.profiler.dumps()`; JSON is recognised by its opening brace."""
-    return parse_json(text) if text.lstrip().startswith("{") else parse_text(text)
 
 
 # ---------------------------------------------------------------------------------------------
