@@ -1,9 +1,10 @@
 """opbench from Python: the sweep the command line runs, returned as a Report instead of files.
 
-`measure` runs exactly what `opbench` runs for the same flags (the same parser, case plan,
-rounds in fresh worker processes, machine reference and report), so its figures are the ones
-the CLI reports: each case's `headlines()` are the JSON's `metrics.headline`, and `compare`
-gives the verdicts and the answer `opbench compare` prints. opperf's own API (averages only)
+`measure` builds the request `opbench` builds for the same flags (opbench.request) and runs it
+down the same path (benchcore.cli.run: case plan, rounds in fresh worker processes, machine
+reference, report), so its figures are the ones the CLI reports: each case's `headlines()` are
+the JSON's `metrics.headline`, and `compare` gives the verdicts and the answer `opbench compare`
+prints. opperf's own API (averages only)
 stays in opbench.backends.mxnet.api. Examples: docs/PYTHON_API.md.
 """
 
@@ -13,10 +14,12 @@ from typing import Dict, Optional, Sequence
 
 from benchcore.compare.verdicts import Comparison
 from benchcore.report.model import CaseResult, Report
-from benchcore.views.headline import Headline, annotate
+from benchcore.views.headline import Headline
 from benchcore.views.headline import headlines as _headlines
 
 from .backends import backend_for
+from .request import OperatorRequest
+from .sweep import OperatorSweep
 
 
 def measure(ops: Optional[Sequence[str]] = None, categories: Optional[Sequence[str]] = None, *,
@@ -29,24 +32,25 @@ def measure(ops: Optional[Sequence[str]] = None, categories: Optional[Sequence[s
     `isolate=False` runs the cases in this process (faster to start; a crash ends it); `tiny`
     takes toy input sizes (tests). A bad argument raises benchcore.errors.UsageError.
     """
-    from benchcore.cli.options import apply_threads, run_plan_from
-    from benchcore.execute import sweep
+    request = OperatorRequest(framework=framework, warmup=warmup, runs=runs, rounds=rounds, engine=engine,
+                              dtype=dtype, threads=threads, seed=seed, no_isolation=not isolate, tiny=tiny,
+                              ops=tuple(ops) if ops else None, category=tuple(categories) if categories else None)
+    return sweep(request)
 
-    from . import cli
 
-    argv = ["--framework", framework, "-w", str(warmup), "-r", str(runs), "--rounds", str(rounds),
-            "-p", engine, "--dtype", dtype, "--seed", str(seed)]
-    argv += ["--ops", ",".join(ops)] if ops else []
-    argv += ["--category", ",".join(categories)] if categories else []
-    argv += (["--threads", str(threads)] if threads else []) + ([] if isolate else ["--no-isolation"])
-    backend = backend_for(framework)
-    args = cli.build_parser(backend).parse_args(argv)
-    args.tiny, args.size_target_given = tiny, False
-    apply_threads(args.threads)
-    device = backend.check(args)
-    job, plan = cli._job(backend, args, device, checkpoint=None)
-    environment, results = sweep.measure(job, run_plan_from(args), cli.PROG, argv, cli._environment_extra(backend, args))[""]
-    return annotate(cli.build_report(args, plan, job, environment, results, {}), backend.suite)
+def sweep(request: OperatorRequest) -> Report:
+    """The sweep of a request (every flag of `opbench`, opbench.request), no file written; the
+    worker memory limit, when the request leaves it out, is the backend's (as --memory-limit-gb's)."""
+    import dataclasses
+
+    from benchcore.cli import run
+    from benchcore.cli.options import apply_threads
+
+    backend = backend_for(request.framework)
+    if request.memory_limit_gb is None:
+        request = dataclasses.replace(request, memory_limit_gb=backend.memory_limit_gb)
+    apply_threads(request.threads)
+    return run.measure(request, OperatorSweep(backend))
 
 
 def headlines(result: CaseResult) -> Dict[str, Headline]:

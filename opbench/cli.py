@@ -34,6 +34,7 @@ import time
 from pathlib import Path
 from typing import List, Optional, Sequence
 
+from benchcore.cli import run as sweep_path
 from benchcore.cli.commands import COMMAND_HELP
 from benchcore.cli.commands import COMMANDS as REPORT_COMMANDS
 from benchcore.cli.options import (
@@ -44,20 +45,12 @@ from benchcore.cli.options import (
     add_shard_argument,
     add_version_argument,
     apply_threads,
-    audit_options,
-    check_output_paths,
-    checkpoint_path_for,
     commands_epilog,
-    formats_for,
     non_negative_int,
-    output_paths,
     positive_int,
-    rounds_from,
     run_main,
-    run_plan_from,
-    run_settings_from,
-    write_outputs,
 )
+from benchcore.cli.request import ab_from_namespace, from_namespace
 from benchcore.errors import UsageError
 from benchcore.execute import valgrind
 from benchcore.measure import audit
@@ -66,9 +59,10 @@ from benchcore.views import count_report, trust
 
 from .backends import FRAMEWORKS, backend_for, require_framework
 from .backends.base import UnknownOperator
-from .backends.base import split as _split
-from .extras import from_results, in_report_order, label_of, operator_of
+from .extras import label_of, operator_of
+from .request import OperatorRequest
 from .suite import PROG, SUITE
+from .sweep import DEFAULT_ROUNDS, OperatorSweep
 
 TINY_ENV = "OPBENCH_TINY"
 AB_COMMAND = "ab"
@@ -80,8 +74,6 @@ COMMAND_LINES = {
     CROSSFRAME_COMMAND: "MXNet against PyTorch on the same work, pair by pair",
     **COMMAND_HELP,
 }
-#: Rounds a sweep runs by default (see docs/COMPARING.md for the measurement behind it).
-DEFAULT_ROUNDS = 3
 
 
 def build_parser(backend, ab: bool = False, engine: str = "") -> ArgumentParser:
@@ -167,47 +159,20 @@ def framework_of(argv: Sequence[str]) -> str:
     return known.framework
 
 
-# ---------------------------------------------------------------------------------------------
-# The sweep
+def request_from(args, ab: bool) -> OperatorRequest:
+    """The one place a parsed command line becomes a request (OPBENCH_TINY=1 is --tiny)."""
+    return from_namespace(OperatorRequest, args, tiny=args.tiny or os.environ.get(TINY_ENV) == "1",
+                          ab=ab_from_namespace(args) if ab else None)
 
 
-def build_report(args, plan, job, environment, results, paths, side: str = ""):
-    from benchcore.execute.environment import now_iso
-    from benchcore.report.model import Report
+class OperatorCommand(OperatorSweep):
+    """The command line's operator sweep: the library's hooks plus the summary on stderr."""
 
-    results = in_report_order(results)
-    settings = {
-        "framework": args.framework,
-        "profiler": args.engine,
-        "dtype": args.dtype,
-        **plan.settings,
-        "warmup": args.warmup,
-        "runs": args.runs,
-        "seed": args.seed,
-        "categories": _split(args.category),
-        "ops": _split(args.ops),
-        "exclude": _split(args.exclude),
-        "shard": args.shard,
-        "threads": args.threads,
-        "timeout_s": args.timeout,
-        "isolation": not args.no_isolation,
-        "tiny": bool(args.tiny),
-        "run_settings": job.settings.to_dict(),
-        "rounds": job.settings_record(),
-        "output_file": {fmt: str(path) for fmt, path in paths.items()},
-        "resume": args.resume,
-        **audit_options(args),
-    }
-    if job.worker_options.get("valgrind"):
-        # the probes run under the side's own python (an A/B side's), as its workers did
-        settings["valgrind"] = count_report.probed_settings(job.worker_options["valgrind"], results,
-                                                            job.suite.code_path_probes, job.pythons.get(side))
-    extra = {**from_results(plan.skipped, results), "excluded": plan.excluded, **plan.extra}
-    environment = dict(environment, finished_at=now_iso())
-    return Report(suite=PROG, environment=environment, settings=settings, results=results, extra=extra)
+    def summarize(self, request, report, written: List[Path], started: float) -> None:
+        summarize(report, started, written)
 
 
-def summarize(report, skipped, started: float, written: List[Path]) -> None:
+def summarize(report, started: float, written: List[Path]) -> None:
     from .views import capped
 
     ok = [r for r in report.results if r.ok]
@@ -269,16 +234,14 @@ def run(argv: List[str]) -> int:
         return exc.code if isinstance(exc.code, int) else 0
     if not ab and args.all and not args.list:
         raise UsageError("--all only goes with --list; use opbench --list --all")
-    args.tiny = args.tiny or os.environ.get(TINY_ENV) == "1"
-    args.size_target_given = args.size_target is not None
     apply_threads(args.threads)  # before a framework is imported, so this process and its workers use it
-    device = backend.check(args)
+    request = request_from(args, ab)
     try:
         if ab:
-            return run_ab(backend, args, argv, device)
+            return sweep_path.ab(request, OperatorCommand(backend), argv)
         if args.list:
-            return backend.list_operators(args, device)
-        return run_sweep(backend, args, argv, device)
+            return backend.list_operators(request, backend.check(request), args.all)
+        return sweep_path.sweep(request, OperatorCommand(backend), argv)
     except UnknownOperator as exc:
         raise pointed_elsewhere(exc, framework_of(flags)) from None
 
@@ -290,67 +253,6 @@ def pointed_elsewhere(exc: UnknownOperator, framework: str) -> UsageError:
         if other != framework and exc.elsewhere and backend_for(other).knows(exc.name):
             return UsageError(exc.elsewhere(other))
     return exc
-
-
-def _job(backend, args, device: str, checkpoint, pythons=None):
-    """The sweep both `opbench` and `opbench ab` run: (job, plan)."""
-    from benchcore.execute.sweep import SweepJob
-
-    counting = (valgrind.plan(args.cache_sim, dict(backend.suite.count_environment)) if args.engine == ENGINE
-                else None)  # before planning: a missing tool
-    settings = run_settings_from(args, args.warmup, args.runs)
-    plan = backend.plan(args, device)
-    if not plan.specs:
-        raise UsageError("no case to run with these --ops/--category/--exclude/--dtype/--shard choices; "
-                         "opbench --list with the same flags says why each operator has none")
-    options = {"profiler": args.engine, "threads": args.threads, "seed": args.seed, **audit_options(args),
-               **plan.worker_options}
-    job = SweepJob(backend.suite, plan.specs, settings, rounds_from(args, DEFAULT_ROUNDS), options, checkpoint,
-                   pythons=pythons or {})
-    if counting is not None:
-        valgrind.apply(job, counting)
-    return job, plan
-
-
-def _environment_extra(backend, args) -> dict:
-    return {**backend.environment_extra(args), "flush_denormal": args.flush_denormal}
-
-
-def run_sweep(backend, args, argv: List[str], device: str) -> int:
-    from benchcore.execute import sweep
-
-    paths = output_paths(args.output_file, formats_for(args), backend.default_output_stem)
-    check_output_paths(paths, args.overwrite)
-    if args.plot:
-        from benchcore.views.charts import prepare_chart_folder
-
-        prepare_chart_folder(args.plot, PROG, args.overwrite)
-    checkpoint = checkpoint_path_for(paths.get("json") or paths["md"])
-    job, plan = _job(backend, args, device, checkpoint)
-    started = time.perf_counter()
-    environment, results = sweep.measure(job, run_plan_from(args), PROG, argv, _environment_extra(backend, args))[""]
-    report = build_report(args, plan, job, environment, results, paths)
-    written = write_outputs(report, paths, args.overwrite, backend.to_markdown, checkpoint, plot_dir=args.plot,
-                            suite=backend.suite)
-    sweep.remove_checkpoint(checkpoint)
-    summarize(report, plan.skipped, started, written)
-    return 1 if report.failures else 0
-
-
-def run_ab(backend, args, argv: List[str], device: str) -> int:
-    """`opbench ab`: the same cases under --base-python and --new-python, interleaved."""
-    from benchcore.cli import ab
-    from benchcore.execute import sweep
-
-    pythons = ab.plan(args, backend.suite)
-    job, plan = _job(backend, args, device, ab.checkpoint_path(args), pythons)
-    measured = sweep.measure(job, run_plan_from(args, ab=True), PROG, argv, _environment_extra(backend, args))
-    reports = {side: build_report(args, plan, job, environment, results, {}, side)
-               for side, (environment, results) in measured.items()}
-    ab.warn_code_paths(PROG, reports)
-    status = ab.finish(backend.suite, reports, args)
-    sweep.remove_checkpoint(job.checkpoint)
-    return status
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

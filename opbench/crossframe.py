@@ -22,6 +22,8 @@ from __future__ import annotations
 import math
 import sys
 import time
+from dataclasses import dataclass
+from pathlib import Path
 from typing import List, Optional, Sequence, Tuple
 
 from benchcore.cli.options import (
@@ -29,16 +31,15 @@ from benchcore.cli.options import (
     add_output_arguments,
     add_run_arguments,
     check_output_paths,
-    checkpoint_path_for,
     formats_for,
     non_negative_int,
     output_paths,
     positive_int,
     rounds_from,
-    run_plan_from,
     run_settings_from,
-    write_outputs,
 )
+from benchcore.cli.request import SweepRequest, from_namespace
+from benchcore.cli.run import Planned, ReportParts
 from benchcore.errors import UsageError
 from benchcore.measure.case import CaseSpec
 
@@ -49,6 +50,7 @@ from .suite import PROG, timings
 DEFAULT_OUTPUT_STEM = "crossframe"
 DEFAULT_ROUNDS = 3
 MEMORY_LIMIT_GB = 1.0
+CHECKPOINT_SUFFIX = ".checkpoint.jsonl"
 
 
 def build_parser() -> ArgumentParser:
@@ -73,7 +75,7 @@ def build_parser() -> ArgumentParser:
     return parser
 
 
-def plan(args) -> Tuple[List[CaseSpec], List[CaseSpec], List[dict]]:
+def plan(request) -> Tuple[List[CaseSpec], List[CaseSpec], List[dict]]:
     """(MXNet cases, torch cases, one row per MXNet case: the pair and its torch case's key or
     why there is none)."""
     from .backends.mxnet.cases import generate_cases
@@ -81,8 +83,8 @@ def plan(args) -> Tuple[List[CaseSpec], List[CaseSpec], List[dict]]:
     from .equivalents import pairs
 
     mxnet_specs, torch_specs, rows = [], [], []
-    for pair in pairs(split(args.ops)):
-        specs, skipped = generate_cases(ops=[pair.mxnet], dtype=args.dtype, seed=args.seed, tiny=args.tiny)
+    for pair in pairs(split(request.ops)):
+        specs, skipped = generate_cases(ops=[pair.mxnet], dtype=request.dtype, seed=request.seed, tiny=request.tiny)
         for op, reason in skipped:
             rows.append({"mxnet": op, "torch": pair.torch, "variant": None, "mxnet_key": None, "torch_key": None,
                          "note": f"no MXNet case: {reason}"})
@@ -113,90 +115,138 @@ def _torch_spec(mxnet: CaseSpec, path: str, tree: dict, described: dict) -> Case
     return CaseSpec(suite=PROG, name=path, params=params)
 
 
-def list_pairs(args) -> int:
+def list_pairs(request) -> int:
     from tabulate import tabulate
 
     from .equivalents import pairs
 
-    rows = [[p.mxnet, p.torch] for p in pairs(split(args.ops))]
+    rows = [[p.mxnet, p.torch] for p in pairs(split(request.ops))]
     print(tabulate(rows, headers=["MXNet", "PyTorch"], tablefmt="simple"))
     print(f"\n{len(rows)} pairs", file=sys.stderr)
     return 0
 
 
+@dataclass(frozen=True)
+class CrossframeRequest(SweepRequest):
+    """`opbench crossframe`'s flags over the shared ones."""
+
+    #: the pairs' operators, as given (repeatable, comma-separated)
+    ops: Optional[Sequence[str]] = None
+    dtype: str = "float32"
+    engine: str = "python"
+    warmup: int = 25
+    runs: int = 100
+    seed: int = 41
+    tiny: bool = False
+    memory_limit_gb: Optional[float] = MEMORY_LIMIT_GB
+
+
 def run(argv: Sequence[str]) -> int:
+    """The command: parse → request → the sweep path (or --list) → exit status."""
+    from benchcore.cli import run as sweep_path
     from benchcore.cli.options import apply_threads
-    from benchcore.execute import sweep
 
     try:
         args = build_parser().parse_args(list(argv))
     except SystemExit as exc:  # --help
         return exc.code if isinstance(exc.code, int) else 0
     apply_threads(args.threads)
+    request = from_namespace(CrossframeRequest, args)
     if args.list:
-        return list_pairs(args)
-    paths = output_paths(args.output_file, formats_for(args), DEFAULT_OUTPUT_STEM)
-    check_output_paths(paths, args.overwrite)
-    mxnet_specs, torch_specs, rows = plan(args)
-    if not mxnet_specs:
-        raise UsageError("no MXNet case for these --ops; opbench crossframe --list shows the pairs")
-    stem = paths.get("json") or paths["md"]
-    started = time.perf_counter()
-    measured = {}
-    for framework, specs in (("mxnet", mxnet_specs), ("torch", torch_specs)):
-        job = _job(args, framework, specs, checkpoint_path_for(stem.with_name(f"{stem.name}.{framework}")))
-        environment, results = sweep.measure(job, run_plan_from(args), PROG, ["crossframe", *argv], _extra(args, framework))[""]
-        measured[framework] = (job, environment, results)
-    report = build_report(args, measured, rows)
-    written = write_outputs(report, paths, args.overwrite, to_markdown, None, suite=backend_for("mxnet").suite)
-    for job, _env, _results in measured.values():
-        sweep.remove_checkpoint(job.checkpoint)
-    failed = report.failures
-    print(f"{PROG}: crossframe: {len(rows)} cases of {len({r['mxnet'] for r in rows})} pairs in "
-          f"{time.perf_counter() - started:.1f} s" + (f"; {len(failed)} failed" if failed else ""), file=sys.stderr)
-    for result in failed:
-        print(f"  {result.spec.name} [{result.spec.params.get('variant')}]: {result.status}: {result.error}",
-              file=sys.stderr)
-    print(f"{PROG}: wrote " + ", ".join(str(p) for p in written), file=sys.stderr)
-    return 1 if failed else 0
+        return list_pairs(request)
+    return sweep_path.sweep(request, CrossframeSweep(), ["crossframe", *argv])
 
 
-def _job(args, framework: str, specs, checkpoint):
+class CrossframeSweep:
+    """The hooks of the MXNet-against-PyTorch sweep (benchcore.cli.run.SweepHooks): two jobs,
+    MXNet's cases then torch's, and one report of both."""
+
+    prog = PROG
+
+    @property
+    def suite(self):
+        return backend_for("mxnet").suite
+
+    def check(self, request: CrossframeRequest) -> str:
+        return "cpu"
+
+    def outputs(self, request: CrossframeRequest):
+        paths = output_paths(request.output_file, formats_for(request), DEFAULT_OUTPUT_STEM)
+        check_output_paths(paths, request.overwrite)
+        return paths
+
+    def plan(self, request: CrossframeRequest, device: str, checkpoint, pythons) -> Planned:
+        mxnet_specs, torch_specs, rows = plan(request)
+        if not mxnet_specs:
+            raise UsageError("no MXNet case for these --ops; opbench crossframe --list shows the pairs")
+        return Planned({framework: _job(request, framework, specs, _side_checkpoint(checkpoint, framework))
+                        for framework, specs in (("mxnet", mxnet_specs), ("torch", torch_specs))}, rows)
+
+    def environment_extra(self, request: CrossframeRequest, device: str) -> dict:
+        """The environment's run settings (the same for both sides)."""
+        return {"threads": request.threads, "engine": request.engine, "seed": request.seed, "crossframe": True}
+
+    def collector(self, request, device, argv):
+        return None
+
+    def report(self, request: CrossframeRequest, planned: Planned, measured, paths, record: dict) -> ReportParts:
+        return build_report(request, measured, planned.detail, record)
+
+    def to_markdown(self, report) -> str:
+        return to_markdown(report)
+
+    def announce(self, request, report) -> None:
+        """Nothing before the outputs: the summary follows them."""
+
+    def summarize(self, request, report, written, started: float) -> None:
+        rows = report.extra["crossframe"]["rows"]
+        failed = report.failures
+        print(f"{PROG}: crossframe: {len(rows)} cases of {len({r['mxnet'] for r in rows})} pairs in "
+              f"{time.perf_counter() - started:.1f} s" + (f"; {len(failed)} failed" if failed else ""), file=sys.stderr)
+        for result in failed:
+            print(f"  {result.spec.name} [{result.spec.params.get('variant')}]: {result.status}: {result.error}",
+                  file=sys.stderr)
+        print(f"{PROG}: wrote " + ", ".join(str(p) for p in written), file=sys.stderr)
+
+    def announce_sides(self, request, measured) -> None:
+        """crossframe has no `ab`."""
+
+
+def _side_checkpoint(checkpoint: Optional[Path], framework: str) -> Optional[Path]:
+    """Each framework's own checkpoint beside the report (<output>.<framework>.checkpoint.jsonl)."""
+    if checkpoint is None:
+        return None
+    return checkpoint.with_name(checkpoint.name.replace(CHECKPOINT_SUFFIX, f".{framework}{CHECKPOINT_SUFFIX}"))
+
+
+def _job(request: CrossframeRequest, framework: str, specs, checkpoint):
     from benchcore.execute.sweep import SweepJob
 
     suite = backend_for(framework).suite
-    settings = run_settings_from(args, args.warmup, args.runs)
-    options = {"profiler": args.engine, "threads": args.threads, "seed": args.seed}
-    return SweepJob(suite, specs, settings, rounds_from(args, DEFAULT_ROUNDS), options, checkpoint)
+    settings = run_settings_from(request, request.warmup, request.runs)
+    options = {"profiler": request.engine, "threads": request.threads, "seed": request.seed}
+    return SweepJob(suite, specs, settings, rounds_from(request, DEFAULT_ROUNDS), options, checkpoint)
 
 
-def _extra(args, framework: str) -> dict:
-    """The environment's run settings (the same for both sides)."""
-    return {"threads": args.threads, "engine": args.engine, "seed": args.seed, "crossframe": True}
-
-
-def build_report(args, measured: dict, rows: List[dict]):
-    from benchcore.execute.environment import now_iso
-    from benchcore.report.model import Report
-
-    mxnet_job, mxnet_env, mxnet_results = measured["mxnet"]
-    _, torch_env, torch_results = measured["torch"]
-    environment = dict(mxnet_env, torch=torch_env.get("torch"), finished_at=now_iso(),
+def build_report(request: CrossframeRequest, measured: dict, rows: List[dict], record: dict) -> ReportParts:
+    mxnet_env, mxnet_results = measured["mxnet"]
+    torch_env, torch_results = measured["torch"]
+    environment = dict(mxnet_env, torch=torch_env.get("torch"),
                        systems={"mxnet": mxnet_env.get("system"), "torch": torch_env.get("system")})
     by_key = {r.spec.key: r for r in mxnet_results + torch_results}
     table = [dict(row, **_figures(by_key.get(row["mxnet_key"]), by_key.get(row["torch_key"]))) for row in rows]
-    settings = {"crossframe": True, "profiler": args.engine, "dtype": args.dtype, "ctx": "cpu(0)", "device": "cpu",
-                "warmup": args.warmup, "runs": args.runs, "seed": args.seed, "pairs": split(args.ops),
-                "threads": args.threads, "timeout_s": args.timeout, "tiny": bool(args.tiny),
-                "run_settings": mxnet_job.settings.to_dict(), "rounds": mxnet_job.settings_record()}
+    settings = {"crossframe": True, "profiler": request.engine, "dtype": request.dtype, "ctx": "cpu(0)",
+                "device": "cpu", "warmup": request.warmup, "runs": request.runs, "seed": request.seed,
+                "pairs": split(request.ops), "threads": record["threads"], "timeout_s": record["timeout_s"],
+                "tiny": bool(request.tiny), "run_settings": record["run_settings"], "rounds": record["rounds"]}
     versions = {"mxnet": (mxnet_env.get("mxnet") or {}).get("version"), "torch": (torch_env.get("torch") or {}).get("version")}
     worker_threads = sorted({r.metrics.get("threads") for r in torch_results if r.ok and r.metrics.get("threads")})
     threads = {"torch": worker_threads[0] if len(worker_threads) == 1 else worker_threads,
-               "env": mxnet_env.get("threads_env"), "asked": args.threads}
+               "env": mxnet_env.get("threads_env"), "asked": request.threads}
     extra = {"crossframe": {"rows": table, "versions": versions, "threads": threads,
                             "geomean_ratio": {phase: _geomean(table, phase) for phase in ("forward", "backward")}}}
     results = sorted(mxnet_results + torch_results, key=lambda r: (r.spec.params.get("op", r.spec.name), r.spec.key))
-    return Report(suite=PROG, environment=environment, settings=settings, results=results, extra=extra)
+    return ReportParts(environment, settings, results, extra)
 
 
 def _figures(mxnet, torch) -> dict:

@@ -1,8 +1,9 @@
 """rnnbench from Python: `rnnbench bench` returned as a Report instead of files.
 
-`measure` runs what `rnnbench bench` runs for the same flags (its parser, runners, rounds in
-fresh worker processes, machine reference and report), so `headlines()` of a case are the
-figures the CLI reports and `compare` is `rnnbench compare`. Examples: docs/PYTHON_API.md.
+`measure` builds the request `rnnbench bench` builds for the same flags (rnnbench.request) and
+runs it down the same path (benchcore.cli.run: runners, rounds in fresh worker processes, machine
+reference, report), so `headlines()` of a case are the figures the CLI reports and `compare` is
+`rnnbench compare`. Examples: docs/PYTHON_API.md.
 """
 
 from __future__ import annotations
@@ -10,11 +11,15 @@ from __future__ import annotations
 from typing import Dict, Optional, Sequence
 
 from benchcore.compare.verdicts import Comparison
+from benchcore.errors import UsageError
 from benchcore.report.model import CaseResult, Report
-from benchcore.views.headline import Headline, annotate
+from benchcore.views.headline import Headline
 from benchcore.views.headline import headlines as _headlines
 
+from .bench import SIZE_DEFAULTS
+from .request import RunnerRequest
 from .suite import SUITE
+from .sweep import RunnerSweep
 
 
 def measure(rnns: Sequence[str] = ("cudnn",), *, sizes: Optional[Dict[str, int]] = None, warmup: int = 10,
@@ -22,22 +27,19 @@ def measure(rnns: Sequence[str] = ("cudnn",), *, sizes: Optional[Dict[str, int]]
             seed: int = 17, isolate: bool = True) -> Report:
     """Time LSTM runners as `rnnbench bench --group rnns --rnns …` would; `sizes` takes
     fastrnns' names (seqLength, numLayers, inputSize, hiddenSize, miniBatch)."""
-    from benchcore.cli.options import run_plan_from
-    from benchcore.execute import sweep
+    unknown = sorted(set(sizes or {}) - set(SIZE_DEFAULTS))
+    if unknown:
+        raise UsageError(f"unknown size {', '.join(unknown)}; fastrnns' sizes are {', '.join(SIZE_DEFAULTS)}")
+    names = [part for name in rnns for part in name.split(",") if part]
+    return sweep(RunnerRequest(group=("rnns",), rnns=names, warmup=warmup, nloops=nloops, rounds=rounds,
+                               device=device, threads=threads, seed=seed, no_isolation=not isolate, **(sizes or {})))
 
-    from . import cli
 
-    argv = ["bench", "--group", "rnns", "--rnns", *rnns, "-w", str(warmup), "-r", str(nloops),
-            "--rounds", str(rounds), "--device", device, "--seed", str(seed)]
-    argv += [part for name, value in (sizes or {}).items() for part in (f"--{name}", str(value))]
-    argv += (["--threads", str(threads)] if threads else []) + ([] if isolate else ["--no-isolation"])
-    args = cli.build_parser().parse_args(argv)
-    cli._split_runner_lists(args)
-    cli._check_bench_args(args)
-    job, all_specs = cli._job(args, None)
-    environment, results = sweep.measure(job, run_plan_from(args), cli.PROG, argv, cli._environment_extra(args),
-                                         collect_local=lambda: cli.bench_environment(args, argv))[""]
-    return annotate(cli._report(args, job, all_specs, environment, results), SUITE)
+def sweep(request: RunnerRequest) -> Report:
+    """The sweep of a request (every flag of `rnnbench bench`, rnnbench.request), no file written."""
+    from benchcore.cli import run
+
+    return run.measure(request, RunnerSweep())
 
 
 def headlines(result: CaseResult) -> Dict[str, Headline]:

@@ -155,31 +155,32 @@ def case_params(sizes: Dict[str, int], device: str, fuser: str, executor: Option
     return params
 
 
-def default_group(args) -> tuple:
+def default_group(request) -> tuple:
     """--group when not given: what --rnns/--cnns name alone (`--rnns cudnn jit` should not also
     run four ResNets for minutes), else fastrnns' default, both."""
-    rnns, cnns = getattr(args, "rnns", None) is not None, getattr(args, "cnns", None) is not None
+    rnns, cnns = request.rnns is not None, request.cnns is not None
     if rnns != cnns:
         return ("rnns",) if rnns else ("cnns",)
     return ("cnns", "rnns")
 
 
-def selected_groups(args) -> List[tuple]:
+def selected_groups(request) -> List[tuple]:
     """(group, runner names) in fastrnns' order: variable-length LSTMs, LSTMs, ResNets."""
     lists = default_lists()
     groups = []
-    if getattr(args, "variable_lstms", False):
+    if request.variable_lstms:
         groups.append((GROUP_VL_LSTM, list(lists[GROUP_VL_LSTM])))
-    wanted = set(args.group if args.group is not None else default_group(args))
+    wanted = set(request.group if request.group is not None else default_group(request))
     if "rnns" in wanted:
-        groups.append((GROUP_LSTM, list(args.rnns or lists[GROUP_LSTM])))
+        groups.append((GROUP_LSTM, list(request.rnns or lists[GROUP_LSTM])))
     if "cnns" in wanted:
-        groups.append((GROUP_RESNET, list(args.cnns or lists[GROUP_RESNET])))
+        groups.append((GROUP_RESNET, list(request.cnns or lists[GROUP_RESNET])))
     return groups
 
 
-def sizes_from(args) -> Dict[str, int]:
-    return {name: getattr(args, name) for name in SIZE_DEFAULTS}
+def sizes_from(request) -> Dict[str, int]:
+    """fastrnns' five sizes of a request (rnnbench.request.RunnerRequest)."""
+    return {name: getattr(request, name) for name in SIZE_DEFAULTS}
 
 
 #: The sizes each kind of runner (its registry group) uses. Only these enter its cases' params
@@ -192,19 +193,20 @@ SIZES_USED = {
 }
 
 
-def build_specs(args) -> List[CaseSpec]:
-    """One CaseSpec per runner of every selected group, sizes/device/fuser/seed in its params."""
+def build_specs(request, device: Optional[str] = None) -> List[CaseSpec]:
+    """One CaseSpec per runner of every selected group, sizes/device/fuser/seed in its params
+    (`device`: the resolved one, else the request's)."""
     from .runners import get_runner
 
-    lstm_sizes = sizes_from(args)
-    cnn_sizes = {**lstm_sizes, "miniBatch": getattr(args, "cnnBatch", CNN_BATCH_DEFAULT)}  # its own batch
+    lstm_sizes = sizes_from(request)
+    cnn_sizes = {**lstm_sizes, "miniBatch": request.cnnBatch}  # its own batch
     specs = []
-    for group, names in selected_groups(args):
+    for group, names in selected_groups(request):
         sizes = cnn_sizes if group == GROUP_RESNET else lstm_sizes
         for name in names:
             used = SIZES_USED.get(get_runner(name).group, tuple(SIZE_DEFAULTS))
-            params = case_params({size: sizes[size] for size in used}, args.device, args.fuser, args.executor,
-                                 args.seed, group)
+            params = case_params({size: sizes[size] for size in used}, device or request.device, request.fuser,
+                                 request.executor, request.seed, group)
             specs.append(CaseSpec(SUITE, name, params))
     return specs
 

@@ -17,30 +17,29 @@ from pathlib import Path
 from typing import List, Optional, Sequence
 
 from benchcore.cli import options as core_cli
+from benchcore.cli import run as sweep_path
 from benchcore.cli.options import (
     ArgumentParser,
     non_negative_float,
     non_negative_int,
     positive_int,
 )
-from benchcore.errors import UsageError
+from benchcore.cli.request import ab_from_namespace, from_namespace
 from benchcore.execute import valgrind
 from benchcore.measure import audit
 from benchcore.measure.instructions import ENGINE, INSTRUCTION_DEFAULTS, engine_of
 from benchcore.views import count_report, trust
 
 from . import bench
+from .request import BENCH_TIMEOUT_S, RunnerRequest
 from .suite import SUITE
+from .sweep import DEFAULT_ROUNDS, PROG, RunnerSweep, resolve_device
 
-PROG = "rnnbench"
 AB_COMMAND = "ab"
 AB_DEFAULT_DIR = "rnnbench-ab"
 DEFAULT_SEED = 17
-#: Rounds `bench` runs by default (see docs/COMPARING.md for the measurement behind it).
-DEFAULT_ROUNDS = 3
 #: torch seeds an int64 generator state, and the creators also seed one with seed + 1.
 SEED_MAX = 2**63 - 2
-BENCH_TIMEOUT_S = 3600
 BENCH_HELP = "time runners' forward and backward (fastrnns bench.py)"
 AB_HELP = "time the same runners under two Python environments, interleaved, and compare them"
 TEST_HELP = "check runners against nn.LSTM (fastrnns test.py)"
@@ -199,13 +198,21 @@ def build_parser(engine: str = "") -> ArgumentParser:
 
 
 # --------------------------------------------------------------------------------------------
-# Shared checks
+# bench and ab
 
 
-def _resolve_device(device: Optional[str]) -> str:
-    device = device or bench.default_device()
-    bench.check_device(device)
-    return device
+def split_runners(names: Optional[Sequence[str]]) -> Optional[List[str]]:
+    """`--rnns cudnn,jit` as `--rnns cudnn jit` (opbench's lists are comma-separated)."""
+    if not names:
+        return names
+    return [part for item in names for part in item.split(",") if part]
+
+
+def request_from(args) -> RunnerRequest:
+    """The one place a parsed `bench` or `ab` command line becomes a request."""
+    ab = args.command == AB_COMMAND
+    return from_namespace(RunnerRequest, args, rnns=split_runners(args.rnns), cnns=split_runners(args.cnns),
+                          ab=ab_from_namespace(args) if ab else None)
 
 
 def _set_threads(threads: Optional[int]) -> None:
@@ -215,41 +222,6 @@ def _set_threads(threads: Optional[int]) -> None:
         import torch
 
         torch.set_num_threads(threads)
-
-
-# --------------------------------------------------------------------------------------------
-# bench
-
-
-def _check_bench_lists(args) -> None:
-    """--rnns and --cnns, when given: at least one name, each of the list's own group."""
-    lists = bench.default_lists()
-    bench.check_runner_list(args.rnns, "--rnns", ("rnns", "vl"), "LSTM runners",
-                            " ".join(lists[bench.GROUP_LSTM]))
-    bench.check_runner_list(args.cnns, "--cnns", ("cnns",), "CNN runners", " ".join(lists[bench.GROUP_RESNET]))
-
-
-def _check_stdout(args) -> None:
-    """Without --output-file, --output-format prints the report to stdout; --print-json
-    prints there too, and one stream cannot carry both, so ask for a file instead of
-    dropping the report."""
-    if args.output_file or not args.output_format:
-        return
-    if args.print_json:
-        raise UsageError("--output-format without --output-file prints the report to stdout, which --print-json "
-                         "already uses; add --output-file PATH, or drop --output-format")
-    if len(core_cli.parse_formats(args.output_format)) > 1:
-        raise UsageError(f"--output-format {args.output_format} without --output-file would print both reports to "
-                         "stdout, one after the other; add --output-file PATH (one stem for both) or choose one format")
-
-
-def _output_targets(args) -> dict:
-    """{format: path} to write, checked before anything runs; empty without --output-file."""
-    if not args.output_file:
-        return {}
-    targets = core_cli.output_paths(args.output_file, core_cli.formats_for(args), default_stem=None)
-    core_cli.check_output_paths(targets, args.overwrite)
-    return targets
 
 
 def _render(report, fmt: str, charts: Sequence = ()) -> str:
@@ -262,107 +234,36 @@ def _render(report, fmt: str, charts: Sequence = ()) -> str:
     return bench.markdown_report(report) + ("\n" + links + "\n" if links else "")
 
 
-def _environment_extra(args) -> dict:
-    return {"threads": args.threads, "seed": args.seed,
-            "timer": "cuda_event" if args.device.startswith("cuda") else "perf_counter",
-            "flush_denormal": args.flush_denormal}
+class RunnerCommand(RunnerSweep):
+    """The command line's runner sweep: the library's hooks plus what it prints."""
 
+    def announce(self, request: RunnerRequest, report) -> None:
+        """fastrnns' console table, the problems, then --print-json's lines on stdout."""
+        _err(bench.console_table(report.results, sep=request.sep))
+        _report_problems(report.results)
+        note = count_report.warning(report.settings.get("valgrind"))
+        if note:
+            _err(f"{PROG}: warning: {note}")
+        if request.print_json == "oss":
+            print(bench.oss_json(report.results))
+        elif request.print_json == "pep":
+            for line in bench.pep_lines(report.results):
+                print(line)
 
-def bench_environment(args, argv: Sequence[str]) -> dict:
-    """The report's environment, collected with the benchmarked device current, so its `gpu`
-    entry describes the GPU the figures came from (cuda:1 on a two-GPU host, not GPU 0)."""
-    from benchcore.execute.environment import collect
+    def summarize(self, request: RunnerRequest, report, written: List[Path], started: float) -> None:
+        """The files written; without -o the report on stdout (JSON unless -f says), except
+        where --print-json already writes there."""
+        for path in written:
+            _err(f"{PROG}: wrote {path}")
+        stdout_formats = () if request.output_file or request.print_json else core_cli.parse_formats(
+            request.output_format or "json")
+        for fmt in stdout_formats:  # one at most, never with --print-json (check_stdout)
+            sys.stdout.write(_render(report, fmt, [path for path in written if path.suffix == ".png"]))
 
-    with bench.device_context(args.device):
-        return collect(bench.SUITE, [PROG, *argv], collectors=SUITE.collectors, extra=_environment_extra(args))
-
-
-def _check_bench_args(args) -> None:
-    """What `bench` and `ab` check before anything runs."""
-    core_cli.apply_threads(args.threads)
-    bench.check_fuser(args.fuser, args.executor)
-    args.device = _resolve_device(args.device)
-    _check_bench_lists(args)
-
-
-def _job(args, checkpoint, pythons=None):
-    """The sweep `bench` and `ab` run: (job, every runner before sharding)."""
-    from benchcore.execute.rounds import shard_specs
-    from benchcore.execute.sweep import SweepJob
-
-    all_specs = bench.build_specs(args)
-    specs = shard_specs(all_specs, core_cli.parse_shard(args.shard))
-    if not specs:
-        raise UsageError("nothing to run: no runner selected (--group/--rnns/--cnns/--shard); use --group rnns and/or cnns, or --variable-lstms")
-    bench.check_runners(sorted({s.name for s in specs}), args.device)
-    settings = core_cli.run_settings_from(args, warmup=args.warmup, runs=args.nloops)
-    options = {"threads": args.threads, "seed": args.seed, **core_cli.audit_options(args)}
-    if args.engine == ENGINE:
-        options["engine"] = ENGINE
-    job = SweepJob(SUITE, specs, settings, core_cli.rounds_from(args, DEFAULT_ROUNDS), options, checkpoint,
-                   pythons=pythons or {})
-    if args.engine == ENGINE:
-        valgrind.apply(job, valgrind.plan(args.cache_sim, dict(SUITE.count_environment)))
-    return job, all_specs
-
-
-def _report(args, job, all_specs, environment, results, side: str = ""):
-    from benchcore.execute.environment import now_iso
-    from benchcore.report.model import Report
-
-    return Report(
-        suite=bench.SUITE,
-        environment=dict(environment, finished_at=now_iso()),
-        settings={"settings": job.settings.to_dict(), "threads": args.threads, "seed": args.seed,
-                  "rounds": job.settings_record(), "device": args.device, "fuser": args.fuser,
-                  "executor": args.executor or "default",
-                  "sizes": {**bench.sizes_from(args), "cnnBatch": args.cnnBatch}, "unit": "ms", "shard": args.shard,
-                  "runners": bench.run_order(all_specs), **core_cli.audit_options(args), "engine": args.engine,
-                  **({"valgrind": count_report.probed_settings(job.worker_options["valgrind"], results,
-                                                               job.suite.code_path_probes, job.pythons.get(side))}
-                     if job.worker_options.get("valgrind") else {})},
-        results=results,
-    )
-
-
-def _bench(args, argv: Sequence[str]) -> int:
-    from benchcore.execute import sweep
-
-    _check_bench_args(args)
-    if args.resume and not args.output_file:
-        raise UsageError("--resume needs --output-file (the checkpoint lives next to it)")
-    _check_stdout(args)
-    targets = _output_targets(args)
-    # without -o the report goes to stdout (JSON unless -f says), except where --print-json already writes there
-    stdout_formats = () if targets or args.print_json else core_cli.parse_formats(args.output_format or "json")
-    if args.plot:
-        from benchcore.views.charts import prepare_chart_folder
-
-        prepare_chart_folder(args.plot, PROG, args.overwrite)
-    checkpoint = core_cli.checkpoint_path_for(targets.get("json") or targets["md"]) if targets else None
-    job, all_specs = _job(args, checkpoint)
-    environment, results = sweep.measure(job, core_cli.run_plan_from(args), PROG, argv, _environment_extra(args),
-                                         collect_local=lambda: bench_environment(args, argv))[""]
-    report = _report(args, job, all_specs, environment, results)
-    _err(bench.console_table(results, sep=args.sep))
-    _report_problems(results)
-    note = count_report.warning(report.settings.get("valgrind"))
-    if note:
-        _err(f"{PROG}: warning: {note}")
-
-    if args.print_json == "oss":
-        print(bench.oss_json(results))
-    elif args.print_json == "pep":
-        for line in bench.pep_lines(results):
-            print(line)
-    written = core_cli.write_outputs(report, targets, args.overwrite, bench.markdown_report, checkpoint,
-                                     plot_dir=args.plot, suite=SUITE)
-    for path in written:
-        _err(f"{PROG}: wrote {path}")
-    sweep.remove_checkpoint(checkpoint)
-    for fmt in stdout_formats:  # one at most, never with --print-json (_check_stdout)
-        sys.stdout.write(_render(report, fmt, [path for path in written if path.suffix == ".png"]))
-    return 1 if report.failures else 0
+    def announce_sides(self, request: RunnerRequest, measured) -> None:
+        for side, (_environment, results) in measured.items():
+            _err(f"{side}:\n" + bench.console_table(results, sep=request.sep))
+            _report_problems(results)
 
 
 def _report_problems(results) -> None:
@@ -378,26 +279,6 @@ def _report_problems(results) -> None:
         _err(trust_line)
 
 
-def _ab(args, argv: Sequence[str]) -> int:
-    """`rnnbench ab`: the same runners under --base-python and --new-python, interleaved."""
-    from benchcore.cli import ab
-    from benchcore.execute import sweep
-
-    _check_bench_args(args)
-    pythons = ab.plan(args, SUITE)
-    job, all_specs = _job(args, ab.checkpoint_path(args), pythons)
-    measured = sweep.measure(job, core_cli.run_plan_from(args, ab=True), PROG, argv, _environment_extra(args))
-    reports = {side: _report(args, job, all_specs, environment, results, side)
-               for side, (environment, results) in measured.items()}
-    ab.warn_code_paths(PROG, reports)
-    for side, (_environment, results) in measured.items():
-        _err(f"{side}:\n" + bench.console_table(results, sep=args.sep))
-        _report_problems(results)
-    status = ab.finish(SUITE, reports, args)
-    sweep.remove_checkpoint(job.checkpoint)
-    return status
-
-
 # --------------------------------------------------------------------------------------------
 # test
 
@@ -406,10 +287,11 @@ def _test(args) -> int:
     from . import correctness
 
     _set_threads(args.threads)
-    device = _resolve_device(args.device)
-    bench.check_runner_list(args.rnns, "--rnns", ("rnns", "vl"), "LSTM runners", "every LSTM runner")
-    sizes = {name: getattr(args, name) for name in bench.SIZE_DEFAULTS}
-    names = list(args.rnns) if args.rnns else correctness.default_check_runners()
+    device = resolve_device(args.device)
+    rnns = split_runners(args.rnns)
+    bench.check_runner_list(rnns, "--rnns", ("rnns", "vl"), "LSTM runners", "every LSTM runner")
+    sizes = bench.sizes_from(args)
+    names = list(rnns) if rnns else correctness.default_check_runners()
     bench.check_runners(names, device)
     results = correctness.check_runners(names, device=device, seed=args.seed, atol=args.atol, rtol=args.rtol,
                                         scale_grads=not args.absolute_grads, **sizes)
@@ -431,23 +313,24 @@ def _profile(args, argv: Sequence[str]) -> int:
 
     _set_threads(args.threads)
     bench.check_fuser(args.fuser, args.executor)
-    args.device = _resolve_device(args.device)
-    bench.check_runner_list(args.rnns, "--rnns", ("rnns", "vl"), "LSTM runners",
-                            " ".join(profiling.DEFAULT_PROFILE_RNNS))
-    runners = list(args.rnns or profiling.DEFAULT_PROFILE_RNNS)
-    bench.check_runners(runners, args.device)
-    sizes = {name: getattr(args, name) for name in bench.SIZE_DEFAULTS}
-    specs = [bench.CaseSpec(bench.SUITE, name, bench.case_params(sizes, args.device, args.fuser, args.executor, args.seed, "profile"))
+    device = resolve_device(args.device)
+    rnns = split_runners(args.rnns)
+    bench.check_runner_list(rnns, "--rnns", ("rnns", "vl"), "LSTM runners", " ".join(profiling.DEFAULT_PROFILE_RNNS))
+    runners = list(rnns or profiling.DEFAULT_PROFILE_RNNS)
+    bench.check_runners(runners, device)
+    sizes = bench.sizes_from(args)
+    specs = [bench.CaseSpec(bench.SUITE, name, bench.case_params(sizes, device, args.fuser, args.executor, args.seed,
+                                                                 "profile"))
              for name in runners]
 
     try:
-        return _run_profiler(args, specs, runners, sizes)
+        return _run_profiler(args, device, specs, runners, sizes)
     except profiling.RunnerFailed as exc:
         _err(f"{PROG}: error: {exc}")
         return 1
 
 
-def _run_profiler(args, specs, runners: List[str], sizes: dict) -> int:
+def _run_profiler(args, device: str, specs, runners: List[str], sizes: dict) -> int:
     """The inner run under nsys/nvprof, torch mode, or the outer nsys/nvprof run."""
     from benchcore.execute.external import ExternalToolError
 
@@ -459,7 +342,7 @@ def _run_profiler(args, specs, runners: List[str], sizes: dict) -> int:
                   f"nvtx {'on' if run.nvtx else 'off'}, {run.seconds:.3f} s", flush=True)
         return 0
 
-    profiler = args.profiler or profiling.default_profiler(args.device)
+    profiler = args.profiler or profiling.default_profiler(device)
     if profiler == "torch":
         done = profiling.torch_profile(specs, args.output_dir, sizes, nloops=args.nloops, warmup=args.warmup,
                                        overwrite=args.overwrite)
@@ -469,7 +352,7 @@ def _run_profiler(args, specs, runners: List[str], sizes: dict) -> int:
             print(path)
         return 0
 
-    options = {"device": args.device, "fuser": args.fuser, "executor": args.executor, "seed": args.seed,
+    options = {"device": device, "fuser": args.fuser, "executor": args.executor, "seed": args.seed,
                "nloops": args.nloops, "sleep-between-seconds": args.sleep_between_seconds, "warmup": args.warmup,
                "threads": args.threads}
     try:
@@ -488,14 +371,6 @@ def _run_profiler(args, specs, runners: List[str], sizes: dict) -> int:
 # Entry points
 
 
-def _split_runner_lists(args) -> None:
-    """`--rnns cudnn,jit` as `--rnns cudnn jit` (opbench's lists are comma-separated)."""
-    for name in ("rnns", "cnns"):
-        names = getattr(args, name, None)
-        if names:
-            setattr(args, name, [part for item in names for part in item.split(",") if part])
-
-
 def _main(argv: List[str]) -> int:
     from benchcore.cli.commands import COMMANDS
     from benchcore.cli.commands import main as shared_main
@@ -506,11 +381,10 @@ def _main(argv: List[str]) -> int:
         args = build_parser(engine_of(argv)).parse_args(argv)
     except SystemExit as exc:  # --help, --version
         return exc.code if isinstance(exc.code, int) else 0
-    _split_runner_lists(args)
     if args.command == "bench":
-        return _bench(args, argv)
+        return sweep_path.sweep(request_from(args), RunnerCommand(), argv)
     if args.command == AB_COMMAND:
-        return _ab(args, argv)
+        return sweep_path.ab(request_from(args), RunnerCommand(), argv)
     if args.command == "test":
         return _test(args)
     return _profile(args, argv)

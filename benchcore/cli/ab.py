@@ -24,6 +24,7 @@ from benchcore.cli.commands import (
     report_gate,
 )
 from benchcore.cli.options import render_report
+from benchcore.cli.request import SweepRequest
 from benchcore.execute.sweep import check_side_python
 from benchcore.report.model import (
     Report,
@@ -49,19 +50,20 @@ def add_ab_arguments(parser, default_dir: str) -> None:
     add_gate_arguments(group)
 
 
-def plan(args, suite: Suite) -> Dict[str, str]:
+def plan(request: SweepRequest, suite: Suite) -> Dict[str, str]:
     """Check both interpreters and the output folder before anything runs; side → python."""
-    pythons = {side: check_side_python(getattr(args, f"{side}_python"), f"--{side}-python", suite)
-               for side in SIDES}
-    folder = ensure_folder(args.output_dir, "A/B output folder", "choose a writable folder")
-    if not args.resume:
+    sides = request.ab
+    pythons = {side: check_side_python(python, f"--{side}-python", suite)
+               for side, python in zip(SIDES, (sides.base_python, sides.new_python))}
+    folder = ensure_folder(sides.output_dir, "A/B output folder", "choose a writable folder")
+    if not request.resume:
         for name in OUTPUT_FILES:
-            check_writable(folder / name, args.overwrite)
+            check_writable(folder / name, request.overwrite)
     return pythons
 
 
-def checkpoint_path(args) -> Path:
-    return Path(args.output_dir).expanduser() / CHECKPOINT
+def checkpoint_path(request: SweepRequest) -> Path:
+    return Path(request.ab.output_dir).expanduser() / CHECKPOINT
 
 
 def warn_code_paths(prog: str, reports: Dict[str, Report]) -> None:
@@ -75,18 +77,18 @@ def warn_code_paths(prog: str, reports: Dict[str, Report]) -> None:
             print(f"{prog}: warning: {side}: {note}", file=sys.stderr)
 
 
-def finish(suite: Suite, reports: Dict[str, Report], args) -> int:
+def finish(suite: Suite, reports: Dict[str, Report], request: SweepRequest) -> int:
     """Write both reports and their comparison; the exit status (gate, or failed cases)."""
-    folder = Path(args.output_dir).expanduser()
+    folder = Path(request.ab.output_dir).expanduser()
     written = []
     for side in SIDES:
         text = render_report(reports[side], "json", None, suite)
-        written.append(write_text_atomic(folder / f"{side}.json", text + "\n", args.overwrite))
-    result = judge(suite, reports["base"], reports["new"], args,
+        written.append(write_text_atomic(folder / f"{side}.json", text + "\n", request.overwrite))
+    result = judge(suite, reports["base"], reports["new"], request.ab,
                    sources=(str(folder / "base.json"), str(folder / "new.json")), allow_env_mismatch=True)
     for name, fmt in (("comparison.md", "md"), ("comparison.json", "json")):
         text = comparison_text(result, fmt, folder / name, None)
-        written.append(write_text_atomic(folder / name, text + "\n", args.overwrite))
+        written.append(write_text_atomic(folder / name, text + "\n", request.overwrite))
     sys.stdout.write(comparison_text(result, "md", folder / "comparison.md", None) + "\n")
     for path in written:
         print(f"{suite.name}: wrote {path}", file=sys.stderr)

@@ -2,9 +2,9 @@
 become (RunPlan, RoundPlan, RunSettings, the audit's worker options), threads, output paths and
 writing, report loading, and the one-line usage errors (run_main).
 
-The suites' CLIs are thin layers: they parse flags, build CaseSpecs, run them through
-benchcore.execute.sweep, and hand the results to the report writers. The argparse namespace stops
-here. Messages go to stderr; stdout carries only what a command was asked to print (emit).
+The suites' CLIs are thin layers: they parse flags into a request (benchcore.cli.request) and
+hand it to the sweep path (benchcore.cli.run); the functions below that turn flags into plans
+read requests, never the argparse namespace. Messages go to stderr; stdout carries only what a command was asked to print (emit).
 """
 
 from __future__ import annotations
@@ -239,11 +239,11 @@ def commands_epilog(commands: Dict[str, str]) -> str:
     return "commands:\n" + "\n".join(f"  {name.ljust(width)}{text}" for name, text in commands.items())
 
 
-def formats_for(args) -> Tuple[str, ...]:
+def formats_for(request) -> Tuple[str, ...]:
     """--output-format if given, else the output file's suffix, else json."""
-    if args.output_format:
-        return parse_formats(args.output_format)
-    suffix = Path(args.output_file).suffix.lower() if args.output_file else ""
+    if request.output_format:
+        return parse_formats(request.output_format)
+    suffix = Path(request.output_file).suffix.lower() if request.output_file else ""
     return ("md",) if suffix in (".md", ".markdown") else ("csv",) if suffix == ".csv" else ("json",)
 
 
@@ -315,21 +315,23 @@ def checkpoint_path_for(output: Path) -> Path:
     return output.with_name(output.name + ".checkpoint.jsonl")
 
 
-def run_settings_from(args, warmup: int, runs: int, run_backward: bool = True):
-    """RunSettings from the run flags; adaptive-only flags without --target-precision, or a
-    minimum time above the cap, are refused rather than silently ignored or always capped."""
+def run_settings_from(request, warmup: int, runs: int, run_backward: bool = True):
+    """RunSettings from the run flags (a SweepRequest); adaptive-only flags without
+    --target-precision, or a minimum time above the cap, are refused rather than silently
+    ignored or always capped."""
     from benchcore.measure.runner import RunSettings
 
-    given = [flag for flag, value in (("--min-time", args.min_time), ("--max-time", args.max_time)) if value is not None]
-    if given and args.target_precision is None:
+    given = [flag for flag, value in (("--min-time", request.min_time), ("--max-time", request.max_time))
+             if value is not None]
+    if given and request.target_precision is None:
         raise UsageError(f"{' and '.join(given)} only appl{'y' if len(given) > 1 else 'ies'} in adaptive mode; "
                          "add --target-precision (e.g. 5, percent) "
                          "or drop them")
-    if args.target_precision is not None and args.target_precision <= 0:
-        raise UsageError(f"--target-precision {args.target_precision:g}: no spread is below 0%; give a percent "
+    if request.target_precision is not None and request.target_precision <= 0:
+        raise UsageError(f"--target-precision {request.target_precision:g}: no spread is below 0%; give a percent "
                          "above 0 (e.g. 5)")
-    min_time = MIN_TIME_S if args.min_time is None else args.min_time
-    max_time = MAX_TIME_S if args.max_time is None else args.max_time
+    min_time = MIN_TIME_S if request.min_time is None else request.min_time
+    max_time = MAX_TIME_S if request.max_time is None else request.max_time
     if min_time > max_time:
         raise UsageError(f"--min-time {min_time:g} is above --max-time {max_time:g}: every case would be capped; "
                          "lower --min-time or raise --max-time")
@@ -337,19 +339,20 @@ def run_settings_from(args, warmup: int, runs: int, run_backward: bool = True):
         warmup=warmup,
         runs=runs,
         run_backward=run_backward,
-        target_precision=None if args.target_precision is None else args.target_precision / 100,
+        target_precision=None if request.target_precision is None else request.target_precision / 100,
         min_time_s=min_time,
         max_time_s=max_time,
     )
 
 
-def audit_options(args) -> dict:
+def audit_options(request) -> dict:
     """What --no-audit and --flush-denormal tell a sweep's workers (and its checkpoint and settings
     record), with the rounds the audit runs in (audit_rounds: adaptive sampling audits every round)."""
     from benchcore.measure.audit import audit_rounds
 
-    adaptive = getattr(args, "target_precision", None) is not None
-    return {"audit": not args.no_audit, "audit_rounds": audit_rounds(adaptive), "flush_denormal": args.flush_denormal}
+    adaptive = request.target_precision is not None
+    return {"audit": not request.no_audit, "audit_rounds": audit_rounds(adaptive),
+            "flush_denormal": request.flush_denormal}
 
 
 def add_audit_arguments(parser) -> None:
@@ -363,44 +366,42 @@ def add_audit_arguments(parser) -> None:
                             "records whether the operator threads really flush")
 
 
-def run_plan_from(args, ab: bool = False):
-    """How the sweep runs (benchcore.execute.sweep.RunPlan) from the run and cluster flags; cluster
-    flags that cannot work together are refused here, before anything runs (Ray not needed)."""
+def run_plan_from(request, ab: bool = False):
+    """How the sweep runs (benchcore.execute.sweep.RunPlan) from the run and cluster flags of a
+    SweepRequest; cluster flags that cannot work together are refused here, before anything runs
+    (Ray not needed)."""
     from benchcore.execute.cluster.driver import DEFAULT_MAX_RETRIES, ClusterPlan, parse_address
     from benchcore.execute.sweep import RunPlan
 
-    address = getattr(args, "ray", None)
-    memory_gb = getattr(args, "memory_limit_gb", None)
-    plan = RunPlan(isolate=not getattr(args, "no_isolation", False), timeout_s=getattr(args, "timeout", None),
-                   resume=bool(getattr(args, "resume", False)), memory_limit_bytes=int(memory_gb * 2**30) if memory_gb else None)
-    if address is None:
-        given = [flag for flag, value in (("--shards", getattr(args, "shards", None)),
-                                          ("--max-retries", getattr(args, "max_retries", None)),
-                                          ("--allow-env-mismatch", getattr(args, "allow_env_mismatch", None)))
+    memory_gb = request.memory_limit_gb
+    plan = RunPlan(isolate=not request.no_isolation, timeout_s=request.timeout, resume=bool(request.resume),
+                   memory_limit_bytes=int(memory_gb * 2**30) if memory_gb else None)
+    if request.ray is None:
+        given = [flag for flag, value in (("--shards", request.shards), ("--max-retries", request.max_retries),
+                                          ("--allow-env-mismatch", request.allow_env_mismatch))
                  if value is not None]
         if given:
             raise UsageError(f"{given[0]} only applies with --ray; add --ray ADDRESS or drop {given[0]}")
         return plan
-    if getattr(args, "shard", None):
+    if request.shard:
         raise UsageError("--ray cuts the sweep into shards itself; drop --shard K/N (--shards N sets how many)")
     if not plan.isolate:
         raise UsageError("--ray runs every shard in isolated workers on its node; drop --no-isolation")
     if ab:
         raise UsageError("--ray does not go with ab, whose two interpreters alternate on one machine; "
                          "run ab on one node, or drop --ray")
-    retries = getattr(args, "max_retries", None)
-    cluster = ClusterPlan(parse_address(address).text, getattr(args, "shards", None),
-                          DEFAULT_MAX_RETRIES if retries is None else retries, bool(getattr(args, "allow_env_mismatch", None)))
+    retries = request.max_retries
+    cluster = ClusterPlan(parse_address(request.ray).text, request.shards,
+                          DEFAULT_MAX_RETRIES if retries is None else retries, bool(request.allow_env_mismatch))
     return dataclasses.replace(plan, cluster=cluster)
 
 
-def rounds_from(args, default: int):
+def rounds_from(request, default: int):
     """--rounds (the suite's default when not given), with the cases' order seeded by --seed."""
     from benchcore.execute.rounds import RoundPlan
 
-    rounds = default if getattr(args, "rounds", None) is None else args.rounds
-    seed = getattr(args, "seed", None)
-    return RoundPlan(rounds=rounds, order_seed=0 if seed is None else int(seed))
+    rounds = default if request.rounds is None else request.rounds
+    return RoundPlan(rounds=rounds, order_seed=0 if request.seed is None else int(request.seed))
 
 
 def run_main(main: Callable[[List[str]], int], argv: Optional[Sequence[str]], prog: str) -> int:

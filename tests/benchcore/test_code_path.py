@@ -85,7 +85,8 @@ def test_each_ab_side_probes_under_its_own_python(monkeypatch):
     """opbench ab: base.json's code path is base's python's, new.json's new's (it was the driver's)."""
     from types import SimpleNamespace
 
-    from opbench import cli
+    from benchcore.cli import run as sweep_path
+    from benchcore.cli.request import SweepRequest
 
     _Recorded.commands = []
     monkeypatch.setattr(code_path, "subprocess", SimpleNamespace(Popen=_Recorded, PIPE=subprocess.PIPE,
@@ -96,12 +97,8 @@ def test_each_ab_side_probes_under_its_own_python(monkeypatch):
     job = SimpleNamespace(worker_options={"valgrind": {"launcher": launcher}}, pythons=pythons,
                           suite=SimpleNamespace(code_path_probes=("frameworks.mxnet:code_path",)),
                           settings=SimpleNamespace(to_dict=dict), settings_record=dict)
-    args = SimpleNamespace(framework="mxnet", engine="instructions", dtype="float32", warmup=0, runs=1, seed=0,
-                           category=None, ops=None, exclude=None, shard=None, threads=1, timeout=1,
-                           no_isolation=False, tiny=True, resume=False)
-    plan = SimpleNamespace(settings={}, skipped=[], excluded=[], extra={})
-    monkeypatch.setattr(cli, "audit_options", lambda _args: {})
-    reports = {side: cli.build_report(args, plan, job, {}, [], {}, side) for side in pythons}
+    request = SweepRequest(seed=0, threads=1, timeout=1)
+    reports = {side: SimpleNamespace(settings=sweep_path.run_record(request, job, [], side)) for side in pythons}
     at = launcher.index("/usr/bin/valgrind")
     for side, python in pythons.items():
         block = reports[side].settings["valgrind"]["code_path"]
@@ -113,7 +110,7 @@ def test_each_ab_side_probes_under_its_own_python(monkeypatch):
     assert all(c[:at] == launcher[:at] for c in under)
     # a sweep of one environment probes under its own interpreter, as before
     _Recorded.commands = []
-    cli.build_report(args, plan, SimpleNamespace(**dict(vars(job), pythons={})), {}, [], {})
+    sweep_path.run_record(request, SimpleNamespace(**dict(vars(job), pythons={})), [])
     assert {c[c.index("-m") - 1] for c in _Recorded.commands} == {sys.executable}
 
 

@@ -237,11 +237,11 @@ def test_execute_skips_cuda_case_without_cuda():
 
 
 def test_build_specs_follows_fastrnns_group_order():
-    import argparse
+    from rnnbench.request import RunnerRequest
 
-    args = argparse.Namespace(seqLength=5, numLayers=2, inputSize=8, hiddenSize=8, miniBatch=2, device="cpu",
-                              fuser="old", executor="simple", seed=1, variable_lstms=True,
-                              group=["cnns", "rnns"], rnns=["jit"], cnns=["resnet18"])
+    args = RunnerRequest(seqLength=5, numLayers=2, inputSize=8, hiddenSize=8, miniBatch=2, device="cpu",
+                         fuser="old", executor="simple", seed=1, variable_lstms=True,
+                         group=["cnns", "rnns"], rnns=["jit"], cnns=["resnet18"])
     specs = bench.build_specs(args)
     assert [(s.name, s.params["group"]) for s in specs] == [
         ("vl_cudnn", "vl_lstm"), ("vl_jit", "vl_lstm"), ("vl_py", "vl_lstm"), ("jit", "lstm"), ("resnet18", "resnet")]
@@ -250,12 +250,12 @@ def test_build_specs_follows_fastrnns_group_order():
 
 def test_a_case_holds_only_the_sizes_its_model_uses():
     """Runs differing only in sizes a model ignores must match in compare, merge and resume."""
-    import argparse
+    from rnnbench.request import RunnerRequest
 
     def specs(seq_length):
-        args = argparse.Namespace(seqLength=seq_length, numLayers=1, inputSize=8, hiddenSize=8, miniBatch=2,
-                                  cnnBatch=4, device="cpu", fuser="te", executor=None, seed=1, variable_lstms=True,
-                                  group=["cnns", "rnns"], rnns=["jit", "vl_py"], cnns=["resnet18"])
+        args = RunnerRequest(seqLength=seq_length, numLayers=1, inputSize=8, hiddenSize=8, miniBatch=2,
+                             cnnBatch=4, device="cpu", fuser="te", executor=None, seed=1, variable_lstms=True,
+                             group=["cnns", "rnns"], rnns=["jit", "vl_py"], cnns=["resnet18"])
         return {(s.params["group"], s.name): s for s in bench.build_specs(args)}
 
     short, long = specs(5), specs(50)
@@ -353,7 +353,7 @@ def test_the_report_describes_the_gpu_that_was_benchmarked(monkeypatch):
 
     import torch
 
-    from rnnbench.cli import bench_environment
+    from rnnbench.sweep import bench_environment
 
     current = [0]
 
@@ -370,7 +370,7 @@ def test_the_report_describes_the_gpu_that_was_benchmarked(monkeypatch):
     monkeypatch.setattr(torch.cuda, "get_device_properties",
                         lambda i: types.SimpleNamespace(name=f"GPU{i}", major=9, minor=0, total_memory=1))
     args = argparse.Namespace(device="cuda:1", threads=None, seed=None, flush_denormal=False)
-    env = bench_environment(args, ["bench", "--device", "cuda:1"])
+    env = bench_environment(args, args.device, ["bench", "--device", "cuda:1"])
     assert env["torch"]["gpu"]["index"] == 1 and env["torch"]["gpu"]["name"] == "GPU1"
     assert env["timer"] == "cuda_event" and current[0] == 0
 

@@ -56,50 +56,51 @@ class MXNetBackend:
 
     # ------------------------------------------------------------------ flags
 
-    def check(self, args) -> str:
+    def check(self, request) -> str:
         """--ctx (MXNet's device flag), --dtype, --int64-tensor, --category; torch's own flags refused."""
         releases.current()  # an MXNet older than opbench supports: one line naming the fix
-        for flag, value in (("--device", args.device), ("--size-target", args.size_target),
-                            ("--manifest", args.manifest)):
+        for flag, value in (("--device", request.device), ("--size-target", request.size_target),
+                            ("--manifest", request.manifest)):
             if value is not None:
                 hint = " (MXNet takes --ctx cpu, gpu or gpu(N))" if flag == "--device" else ""
                 raise UsageError(f"{flag} is a --framework torch flag{hint}; add --framework torch or drop it")
-        if args.dtype not in self.dtypes:
-            raise UsageError(f"--dtype {args.dtype} is not one MXNet's sweep runs; choose from {', '.join(self.dtypes)}")
-        for name in split(args.category) or ():
+        if request.dtype not in self.dtypes:
+            raise UsageError(f"--dtype {request.dtype} is not one MXNet's sweep runs; choose from {', '.join(self.dtypes)}")
+        for name in split(request.category) or ():
             if name not in self.categories:
                 raise UsageError(f"unknown category {name!r}; choose from {', '.join(self.categories)}")
-        args.large = int64_tensor_flag(args.int64_tensor or "off")
-        return check_ctx(args.ctx or "cpu")
+        int64_tensor_flag(request.int64_tensor or "off")
+        return check_ctx(request.ctx or "cpu")
 
     # ------------------------------------------------------------------ operators
 
-    def scan(self, args, device: str) -> List[OperatorInfo]:
+    def scan(self, request, device: str) -> List[OperatorInfo]:
         return [OperatorInfo(info.name, category_of(info.name), info.reason if not info.selected else None)
                 for info in registry.scan()]
 
     def knows(self, name: str) -> bool:
         return registry.get(name) is not None
 
-    def plan(self, args, device: str) -> Plan:
+    def plan(self, request, device: str) -> Plan:
         """What a run with these flags measures (the one selection behind the sweep and --list)."""
-        _check_names(split(args.ops))
-        specs, skipped = generate_cases(ops=split(args.ops), categories=split(args.category), dtype=args.dtype,
-                                        ctx=device, int64_tensor=args.large, run_backward=True, seed=args.seed,
-                                        tiny=args.tiny, counted=args.engine == "instructions")
-        specs, skipped, excluded = exclude_specs(specs, skipped, split(args.exclude))
-        settings = {"ctx": device, "int64_tensor": args.int64_tensor or "off"}
-        extra = {"reported_category": moved} if (moved := _reported_categories(specs, split(args.category))) else {}
-        return Plan(shard_specs(specs, parse_shard(args.shard)), skipped, excluded, settings=settings, extra=extra)
+        _check_names(split(request.ops))
+        specs, skipped = generate_cases(ops=split(request.ops), categories=split(request.category), dtype=request.dtype,
+                                        ctx=device, int64_tensor=int64_tensor_flag(request.int64_tensor or "off"),
+                                        run_backward=True, seed=request.seed, tiny=request.tiny,
+                                        counted=request.engine == "instructions")
+        specs, skipped, excluded = exclude_specs(specs, skipped, split(request.exclude))
+        settings = {"ctx": device, "int64_tensor": request.int64_tensor or "off"}
+        extra = {"reported_category": moved} if (moved := _reported_categories(specs, split(request.category))) else {}
+        return Plan(shard_specs(specs, parse_shard(request.shard)), skipped, excluded, settings=settings, extra=extra)
 
-    def list_operators(self, args, device: str) -> int:
-        return listing.list_operators(self, args, device)
+    def list_operators(self, request, device: str, everything: bool = False) -> int:
+        return listing.list_operators(self, request, device, everything)
 
     # ------------------------------------------------------------------ reports
 
-    def environment_extra(self, args) -> dict:
-        return {"threads": args.threads, "engine": args.engine, "seed": args.seed,
-                "timer": {"native": "mxnet-profiler", "instructions": "callgrind"}.get(args.engine, "perf_counter")}
+    def environment_extra(self, request) -> dict:
+        return {"threads": request.threads, "engine": request.engine, "seed": request.seed,
+                "timer": {"native": "mxnet-profiler", "instructions": "callgrind"}.get(request.engine, "perf_counter")}
 
     def to_markdown(self, report) -> str:
         return views.to_markdown(report)

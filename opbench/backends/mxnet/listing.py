@@ -12,11 +12,11 @@ from . import categories, registry
 from .cases import integer_dtype_reason
 
 
-def list_operators(backend, args, device: str) -> int:
+def list_operators(backend, request, device: str, everything: bool = False) -> int:
     """The operators a run with the same flags covers (plus, with --all alone, the filtered ones)."""
     from tabulate import tabulate
 
-    plan = backend.plan(args, device)
+    plan = backend.plan(request, device)
     planned: dict = {}
     for spec in plan.specs:
         planned.setdefault(spec.params["op"], []).append(spec)
@@ -32,16 +32,16 @@ def list_operators(backend, args, device: str) -> int:
         rows.append([name, categories.category_of(name) or "-", backward_op(info),
                      backward_cell(info, planned.get(name)), cases, info.reason or ""])
     selected = len(rows)
-    if args.all and not (args.category or args.ops):
+    if everything and not (request.category or request.ops):
         rows += [[info.name, "-", backward_op(info), "-", "-", info.reason]
                  for info in registry.scan() if not info.selected]
     rows.sort(key=lambda row: row[0])
     headers = ["operator", "category", "backward_op", "backward_timed", "cases"] + (
-        ["filtered because"] if args.all else [])
-    if not args.all:
+        ["filtered because"] if everything else [])
+    if not everything:
         rows = [row[:5] for row in rows]
     print(tabulate(rows, headers=headers, tablefmt="simple"))
-    print(f"\n{selected} selected operators" + (f", {len(rows) - selected} filtered" if args.all else "")
+    print(f"\n{selected} selected operators" + (f", {len(rows) - selected} filtered" if everything else "")
           + f"; has_backward (opperf: a _backward_<name> operator) {counts['has_backward']}, "
             f"differentiable {counts['differentiable']}, backward timed {counts['timed']}. backward_op: own "
             "(a _backward_<name> operator), shared (differentiable through other operators' backward), none; "

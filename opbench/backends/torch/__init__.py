@@ -83,41 +83,39 @@ class TorchBackend:
 
     # ------------------------------------------------------------------ flags
 
-    def check(self, args) -> str:
-        if args.ctx is not None:
-            raise UsageError(f"--ctx {args.ctx} is MXNet's flag; with --framework torch say --device (cpu, cuda or "
+    def check(self, request) -> str:
+        if request.ctx is not None:
+            raise UsageError(f"--ctx {request.ctx} is MXNet's flag; with --framework torch say --device (cpu, cuda or "
                              "cuda:N; --ctx gpu(0) is --device cuda:0)")
-        if args.int64_tensor not in (None, "off"):
+        if request.int64_tensor not in (None, "off"):
             raise UsageError("--int64-tensor is MXNet's large-tensor build flag; drop it for --framework torch")
-        if args.dtype not in DTYPES:
-            raise UsageError(f"--dtype {args.dtype} is not one torch's sweep runs; choose from {', '.join(DTYPES)}")
-        for category in split(args.category) or ():
+        if request.dtype not in DTYPES:
+            raise UsageError(f"--dtype {request.dtype} is not one torch's sweep runs; choose from {', '.join(DTYPES)}")
+        for category in split(request.category) or ():
             if category not in CATEGORIES:
                 raise UsageError(f"unknown category {category!r}; choose from {', '.join(CATEGORIES)}")
-        if args.size_target is None:
-            args.size_target = (4096 if args.tiny else COUNT_SIZE_TARGET if args.engine == "instructions"
-                                else DEFAULT_SIZE_TARGET)
-        device = check_device(parse_device(args.device or "cpu"))
-        if getattr(args, "flush_l2", False) and not device.startswith("cuda"):
+        device = check_device(parse_device(request.device or "cpu"))
+        if request.flush_l2 and not device.startswith("cuda"):
             raise UsageError("--flush-l2 evicts a GPU's L2 cache; it needs --device cuda (or cuda:N)")
         return device
 
-    def manifest(self, args, device: str, ops: Optional[List[str]] = None):
+    def manifest(self, request, device: str, ops: Optional[List[str]] = None):
         """The manifest (manifest.obtain); `ops`: a sweep's --ops, which limit a discovery that
         has no full manifest to start from to the entries they name."""
         from .manifest import obtain
 
-        manifest = obtain(args.manifest, args.dtype, device, args.size_target, DISCOVERY_SEED, _say, names=ops)
+        size_target = size_target_of(request)
+        manifest = obtain(request.manifest, request.dtype, device, size_target, DISCOVERY_SEED, _say, names=ops)
         built_for = manifest.header.get("size_target")
-        if args.manifest and args.size_target_given and built_for != args.size_target:
-            raise UsageError(f"--manifest {args.manifest} was built for --size-target {built_for}, not "
-                             f"{args.size_target}; drop --size-target or pass another --manifest")
+        if request.manifest and request.size_target is not None and built_for != size_target:
+            raise UsageError(f"--manifest {request.manifest} was built for --size-target {built_for}, not "
+                             f"{size_target}; drop --size-target or pass another --manifest")
         return manifest
 
     # ------------------------------------------------------------------ operators
 
-    def scan(self, args, device: str) -> List[OperatorInfo]:
-        manifest = self.manifest(args, device)
+    def scan(self, request, device: str) -> List[OperatorInfo]:
+        manifest = self.manifest(request, device)
         rows = [OperatorInfo(e["name"], e["category"], None, e.get("variant") or "") for e in manifest.entries.values()]
         rows += [OperatorInfo(i["name"], i.get("category"), i["reason"], i.get("variant") or "") for i in manifest.left_out]
         return sorted(rows, key=lambda r: (r.name, r.variant))
@@ -129,42 +127,50 @@ class TorchBackend:
         return any(resolve(path) is not None for path in (name, f"nn.functional.{name}", f"Tensor.{name}",
                                                            f"linalg.{name}", f"special.{name}"))
 
-    def plan(self, args, device: str) -> Plan:
+    def plan(self, request, device: str) -> Plan:
         from benchcore.cli.options import parse_shard
         from benchcore.execute.rounds import shard_specs
 
-        manifest = self.manifest(args, device, split(args.ops))
-        entries, left_out = _select(manifest, split(args.ops), split(args.category))
-        excluded = _excluded(manifest, entries, left_out, split(args.exclude))
+        manifest = self.manifest(request, device, split(request.ops))
+        entries, left_out = _select(manifest, split(request.ops), split(request.category))
+        excluded = _excluded(manifest, entries, left_out, split(request.exclude))
         entries = [e for e in entries if _label(e) not in excluded and e["name"] not in excluded]
         left_out = [i for i in left_out if _label(i) not in excluded and i["name"] not in excluded]
-        specs = [case_spec(e, manifest.digests[(e["name"], e.get("variant") or "")], args.dtype, device, args.seed)
-                 for e in entries]
+        specs = [case_spec(e, manifest.digests[(e["name"], e.get("variant") or "")], request.dtype, device,
+                           request.seed) for e in entries]
         skipped = [(_label(i), i["reason"]) for i in left_out]
-        flush_l2 = bool(getattr(args, "flush_l2", False))
+        flush_l2 = bool(request.flush_l2)
         options = {"manifest": str(manifest.path), "manifest_sha256": manifest.sha256, "flush_l2": flush_l2}
         settings = {"device": device, "size_target": manifest.header.get("size_target"), "manifest": manifest.record(),
                     "flush_l2": flush_l2}
-        return Plan(shard_specs(specs, parse_shard(args.shard)), skipped, sorted(excluded), options, settings,
+        return Plan(shard_specs(specs, parse_shard(request.shard)), skipped, sorted(excluded), options, settings,
                     {"manifest": manifest.record()})
 
-    def list_operators(self, args, device: str) -> int:
+    def list_operators(self, request, device: str, everything: bool = False) -> int:
         from .listing import list_operators
 
-        return list_operators(self, args, device)
+        return list_operators(self, request, device, everything)
 
     # ------------------------------------------------------------------ reports
 
-    def environment_extra(self, args) -> dict:
-        timer = {"native": "torch-profiler", "python": "cuda_event" if (args.device or "").startswith("cuda")
-                 else "perf_counter", "instructions": "callgrind"}[args.engine]
-        return {"threads": args.threads, "engine": args.engine, "seed": args.seed, "timer": timer,
+    def environment_extra(self, request) -> dict:
+        timer = {"native": "torch-profiler", "python": "cuda_event" if (request.device or "").startswith("cuda")
+                 else "perf_counter", "instructions": "callgrind"}[request.engine]
+        return {"threads": request.threads, "engine": request.engine, "seed": request.seed, "timer": timer,
                 "framework": NAME}
 
     def to_markdown(self, report) -> str:
         from .views import to_markdown
 
         return to_markdown(report)
+
+
+def size_target_of(request) -> int:
+    """--size-target, else the default for the request: toy sizes for --tiny, the counting
+    engine's smaller target, else DEFAULT_SIZE_TARGET."""
+    if request.size_target is not None:
+        return request.size_target
+    return 4096 if request.tiny else COUNT_SIZE_TARGET if request.engine == "instructions" else DEFAULT_SIZE_TARGET
 
 
 def _label(item: dict) -> str:

@@ -1,0 +1,74 @@
+"""What a sweep was asked to do, typed and frozen: the flags every sweep shares (SweepRequest)
+and an A/B run's own (ABRequest).
+
+The argparse namespace stops at a command line: each suite's CLI turns it into its request once
+(`from_namespace`), and the Python APIs build the same requests from keywords; below them,
+the sweep path (benchcore.cli.run), the backends and the plans read only requests. A field's
+name is its flag's argparse `dest`, so one word names a setting from the command line to the
+report.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Optional, Type, TypeVar
+
+Request = TypeVar("Request")
+
+
+@dataclass(frozen=True)
+class ABRequest:
+    """`ab`'s own flags: the two interpreters, the output folder and the verdict flags."""
+
+    base_python: str
+    new_python: str
+    output_dir: str
+    threshold: float = 5.0
+    alpha: float = 0.05
+    fail_above: Optional[float] = None
+
+
+@dataclass(frozen=True)
+class SweepRequest:
+    """The flags every sweep shares (benchcore.cli.options.add_run_arguments and its
+    companions); a suite's request adds its own. Defaults are the flags' defaults."""
+
+    warmup: int = 25
+    seed: Optional[int] = None
+    rounds: int = 3
+    threads: Optional[int] = None
+    timeout: float = 600.0
+    resume: bool = False
+    no_isolation: bool = False
+    memory_limit_gb: Optional[float] = 2.0
+    overwrite: bool = False
+    target_precision: Optional[float] = None
+    min_time: Optional[float] = None
+    max_time: Optional[float] = None
+    ray: Optional[str] = None
+    shards: Optional[int] = None
+    max_retries: Optional[int] = None
+    allow_env_mismatch: Optional[bool] = None
+    shard: Optional[str] = None
+    no_audit: bool = False
+    flush_denormal: bool = False
+    cache_sim: str = "default"
+    output_format: Optional[str] = None
+    output_file: Optional[str] = None
+    plot: Optional[str] = None
+    #: set for `ab`: the two sides and where their reports go
+    ab: Optional[ABRequest] = None
+
+
+def from_namespace(kind: Type[Request], namespace, **given) -> Request:
+    """A request of `kind` from a parsed namespace: every field its flags set, the flags a
+    command does not have at their defaults, and `given` over both (what the CLI derives)."""
+    parsed = vars(namespace)
+    names = {field.name for field in dataclasses.fields(kind)}
+    return kind(**{**{name: value for name, value in parsed.items() if name in names}, **given})
+
+
+def ab_from_namespace(namespace) -> ABRequest:
+    """`ab`'s request from its parsed flags (benchcore.cli.ab.add_ab_arguments)."""
+    return from_namespace(ABRequest, namespace)

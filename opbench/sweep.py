@@ -1,0 +1,119 @@
+"""opbench's part of a sweep (benchcore.cli.run's hooks): the backend's checks and cases, the
+job, the report's operator settings and extras, and the summary on stderr.
+
+The steps and their order are benchcore.cli.run's; what is here is what only an operator sweep
+knows: a framework backend (opbench.backends), the instruction engine's valgrind plan, the
+operators without a benchmark.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Dict, List, Optional
+
+from benchcore.cli.options import (
+    audit_options,
+    check_output_paths,
+    formats_for,
+    output_paths,
+    rounds_from,
+    run_settings_from,
+)
+from benchcore.cli.run import Measured, Planned, ReportParts
+from benchcore.errors import UsageError
+from benchcore.execute import valgrind
+from benchcore.measure.instructions import ENGINE
+
+from .backends.base import split
+from .extras import from_results, in_report_order
+from .request import OperatorRequest
+from .suite import PROG
+
+#: Rounds a sweep runs by default (see docs/COMPARING.md for the measurement behind it).
+DEFAULT_ROUNDS = 3
+
+
+class OperatorSweep:
+    """The hooks of one framework's operator sweep (benchcore.cli.run.SweepHooks)."""
+
+    prog = PROG
+
+    def __init__(self, backend):
+        self.backend = backend
+        self.suite = backend.suite
+
+    def check(self, request: OperatorRequest) -> str:
+        return self.backend.check(request)
+
+    def outputs(self, request: OperatorRequest) -> Dict[str, Path]:
+        paths = output_paths(request.output_file, formats_for(request), self.backend.default_output_stem)
+        check_output_paths(paths, request.overwrite)
+        return paths
+
+    def plan(self, request: OperatorRequest, device: str, checkpoint: Optional[Path], pythons) -> Planned:
+        """The job both `opbench` and `opbench ab` run, and the backend's plan behind it."""
+        from benchcore.execute.sweep import SweepJob
+
+        counting = (valgrind.plan(request.cache_sim, dict(self.suite.count_environment)) if request.engine == ENGINE
+                    else None)  # before planning: a missing tool
+        settings = run_settings_from(request, request.warmup, request.runs)
+        plan = self.backend.plan(request, device)
+        if not plan.specs:
+            raise UsageError("no case to run with these --ops/--category/--exclude/--dtype/--shard choices; "
+                             "opbench --list with the same flags says why each operator has none")
+        options = {"profiler": request.engine, "threads": request.threads, "seed": request.seed,
+                   **audit_options(request), **plan.worker_options}
+        job = SweepJob(self.suite, plan.specs, settings, rounds_from(request, DEFAULT_ROUNDS), options, checkpoint,
+                       pythons=pythons)
+        if counting is not None:
+            valgrind.apply(job, counting)
+        return Planned({"": job}, plan)
+
+    def environment_extra(self, request: OperatorRequest, device: str) -> dict:
+        return {**self.backend.environment_extra(request), "flush_denormal": request.flush_denormal}
+
+    def collector(self, request, device, argv):
+        return None
+
+    def report(self, request: OperatorRequest, planned: Planned, measured: Measured, paths, record: dict) -> ReportParts:
+        environment, results = measured[""]
+        return ReportParts(environment, settings(request, planned.detail.settings, record, paths),
+                           in_report_order(results), extra(planned.detail, results))
+
+    def to_markdown(self, report) -> str:
+        return self.backend.to_markdown(report)
+
+    def announce(self, request, report) -> None:
+        """Nothing before the outputs: the summary (opbench.cli) follows them."""
+
+    def summarize(self, request, report, written: List[Path], started: float) -> None:
+        """Nothing from the library; the command line prints (opbench.cli.OperatorCommand)."""
+
+    def announce_sides(self, request, measured) -> None:
+        """Nothing per side: `ab` prints the comparison."""
+
+
+def settings(request: OperatorRequest, backend_settings: dict, record: dict, paths) -> dict:
+    """The report's settings: the operator flags, the backend's, and the core's record."""
+    return {
+        "framework": request.framework,
+        "profiler": request.engine,
+        "dtype": request.dtype,
+        **backend_settings,
+        "warmup": request.warmup,
+        "runs": request.runs,
+        "seed": request.seed,
+        "categories": split(request.category),
+        "ops": split(request.ops),
+        "exclude": split(request.exclude),
+        **{key: record[key] for key in ("shard", "threads", "timeout_s", "isolation")},
+        "tiny": bool(request.tiny),
+        **{key: record[key] for key in ("run_settings", "rounds")},
+        "output_file": {fmt: str(path) for fmt, path in paths.items()},
+        **{key: record[key] for key in ("resume", "audit", "audit_rounds", "flush_denormal", "valgrind") if key in record},
+    }
+
+
+def extra(plan, results) -> dict:
+    """The operators without a benchmark, those left out, and the backend's extras."""
+    return {**from_results(plan.skipped, results), "excluded": plan.excluded, **plan.extra}
