@@ -5,7 +5,7 @@ down the same path (benchcore.cli.run: case plan, rounds in fresh worker process
 reference, report), so its figures are the ones the CLI reports: each case's `headlines()` are
 the JSON's `metrics.headline`, and `compare` gives the verdicts and the answer `opbench compare`
 prints. opperf's own API (averages only)
-stays in opbench.backends.mxnet.api. Examples: docs/PYTHON_API.md.
+stays in opbench.backends.mxnet.opperf_api. Examples: docs/PYTHON_API.md.
 """
 
 from __future__ import annotations

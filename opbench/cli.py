@@ -173,7 +173,7 @@ class OperatorCommand(OperatorSweep):
 
 
 def summarize(report, started: float, written: List[Path]) -> None:
-    from .views import capped
+    from .markdown import capped
 
     ok = [r for r in report.results if r.ok]
     failed = report.failures

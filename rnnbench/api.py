@@ -16,7 +16,7 @@ from benchcore.report.model import CaseResult, Report
 from benchcore.views.headline import Headline
 from benchcore.views.headline import headlines as _headlines
 
-from .bench import SIZE_DEFAULTS
+from .cases import SIZE_DEFAULTS
 from .request import RunnerRequest
 from .suite import SUITE
 from .sweep import RunnerSweep

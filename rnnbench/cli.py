@@ -30,7 +30,7 @@ from benchcore.measure import audit
 from benchcore.measure.instructions import ENGINE, INSTRUCTION_DEFAULTS, engine_of
 from benchcore.views import count_report, trust
 
-from . import bench
+from . import cases, views
 from .request import BENCH_TIMEOUT_S, RunnerRequest
 from .suite import SUITE
 from .sweep import DEFAULT_ROUNDS, PROG, RunnerSweep, resolve_device
@@ -69,21 +69,21 @@ def seed_value(text: str) -> int:
 
 def _add_sizes(parser, nloops_default: int, cnns: bool = False) -> None:
     sizes = parser.add_argument_group("sizes (fastrnns' names and defaults)")
-    for name, default in bench.SIZE_DEFAULTS.items():
+    for name, default in cases.SIZE_DEFAULTS.items():
         sizes.add_argument(f"--{name}", type=positive_int, default=default, help=f"default {default}")
     sizes.add_argument("-r", "--nloops", "--runs", dest="nloops", type=positive_int, default=nloops_default,
                        help=f"measured (bench) or profiled (profile) iterations per runner (default {nloops_default})")
     if cnns:
         # fastrnns' ResNets always took 32 images, whatever --miniBatch said; so do ours unless asked.
-        sizes.add_argument("--cnnBatch", type=positive_int, default=bench.CNN_BATCH_DEFAULT,
-                           help=f"images per ResNet batch, 3x224x224 each (default {bench.CNN_BATCH_DEFAULT}, as fastrnns)")
+        sizes.add_argument("--cnnBatch", type=positive_int, default=cases.CNN_BATCH_DEFAULT,
+                           help=f"images per ResNet batch, 3x224x224 each (default {cases.CNN_BATCH_DEFAULT}, as fastrnns)")
 
 
 def _add_model_options(parser, with_seed_default: Optional[int] = DEFAULT_SEED) -> None:
     parser.add_argument("--device", default=None, help="cpu, cuda or cuda:N (default: cuda when available, else cpu)")
-    parser.add_argument("--fuser", default="te", help=f"TorchScript fuser: {', '.join(bench.FUSERS)} (default te)")
+    parser.add_argument("--fuser", default="te", help=f"TorchScript fuser: {', '.join(cases.FUSERS)} (default te)")
     parser.add_argument("--executor", default=None,
-                        help=f"TorchScript executor: {', '.join(bench.EXECUTORS)} (default: the fuser's choice)")
+                        help=f"TorchScript executor: {', '.join(cases.EXECUTORS)} (default: the fuser's choice)")
     parser.add_argument("--seed", type=seed_value, default=with_seed_default,
                         help=f"seed for inputs and parameters, 0 to 2**63 - 2, recorded in the report (default {with_seed_default})")
 
@@ -119,7 +119,7 @@ def _bench_parser(sub, ab: bool = False, engine: str = "") -> None:
     # benchcore's 600 s default, so a default CPU sweep would time out.
     core_cli.add_run_arguments(p, rounds=DEFAULT_ROUNDS, timeout_s=BENCH_TIMEOUT_S)
     core_cli.add_audit_arguments(p)
-    p.add_argument("--engine", default="python", choices=bench.ENGINES,
+    p.add_argument("--engine", default="python", choices=cases.ENGINES,
                    help="python: time each call (ms); instructions: count each call's instructions under valgrind "
                         "(docs/INSTRUCTIONS.md; defaults then --warmup 20 --nloops 3 --rounds 1 --threads 1 and no audit)")
     valgrind.add_arguments(p)
@@ -136,7 +136,7 @@ def _bench_parser(sub, ab: bool = False, engine: str = "") -> None:
 def _test_parser(sub) -> None:
     p = sub.add_parser("test",
                        description="Compare each runner's outputs and gradients with nn.LSTM built from the same seed.")
-    for name, default in bench.SIZE_DEFAULTS.items():
+    for name, default in cases.SIZE_DEFAULTS.items():
         p.add_argument(f"--{name}", type=positive_int, default=default, help=f"default {default}")
     p.add_argument("--rnns", nargs="*", default=None, help="runners to check (default: all LSTM runners)")
     p.add_argument("--atol", type=non_negative_float, default=1e-3, help="absolute tolerance, finite and >= 0 (default 1e-3)")
@@ -227,11 +227,11 @@ def _set_threads(threads: Optional[int]) -> None:
 def _render(report, fmt: str, charts: Sequence = ()) -> str:
     """A report for stdout; the Markdown links the charts relative to the working directory."""
     if fmt != "md":
-        return core_cli.render_report(report, fmt, bench.markdown_report, SUITE) + "\n"
+        return core_cli.render_report(report, fmt, views.markdown_report, SUITE) + "\n"
     from benchcore.views.charts import chart_links_markdown
 
     links = chart_links_markdown(list(charts), relative_to=Path.cwd()) if charts else ""
-    return bench.markdown_report(report) + ("\n" + links + "\n" if links else "")
+    return views.markdown_report(report) + ("\n" + links + "\n" if links else "")
 
 
 class RunnerCommand(RunnerSweep):
@@ -239,15 +239,15 @@ class RunnerCommand(RunnerSweep):
 
     def announce(self, request: RunnerRequest, report) -> None:
         """fastrnns' console table, the problems, then --print-json's lines on stdout."""
-        _err(bench.console_table(report.results, sep=request.sep))
+        _err(views.console_table(report.results, sep=request.sep))
         _report_problems(report.results)
         note = count_report.warning(report.settings.get("valgrind"))
         if note:
             _err(f"{PROG}: warning: {note}")
         if request.print_json == "oss":
-            print(bench.oss_json(report.results))
+            print(views.oss_json(report.results))
         elif request.print_json == "pep":
-            for line in bench.pep_lines(report.results):
+            for line in views.pep_lines(report.results):
                 print(line)
 
     def summarize(self, request: RunnerRequest, report, written: List[Path], started: float) -> None:
@@ -262,7 +262,7 @@ class RunnerCommand(RunnerSweep):
 
     def announce_sides(self, request: RunnerRequest, measured) -> None:
         for side, (_environment, results) in measured.items():
-            _err(f"{side}:\n" + bench.console_table(results, sep=request.sep))
+            _err(f"{side}:\n" + views.console_table(results, sep=request.sep))
             _report_problems(results)
 
 
@@ -289,10 +289,10 @@ def _test(args) -> int:
     _set_threads(args.threads)
     device = resolve_device(args.device)
     rnns = split_runners(args.rnns)
-    bench.check_runner_list(rnns, "--rnns", ("rnns", "vl"), "LSTM runners", "every LSTM runner")
-    sizes = bench.sizes_from(args)
+    cases.check_runner_list(rnns, "--rnns", ("rnns", "vl"), "LSTM runners", "every LSTM runner")
+    sizes = cases.sizes_from(args)
     names = list(rnns) if rnns else correctness.default_check_runners()
-    bench.check_runners(names, device)
+    cases.check_runners(names, device)
     results = correctness.check_runners(names, device=device, seed=args.seed, atol=args.atol, rtol=args.rtol,
                                         scale_grads=not args.absolute_grads, **sizes)
     print(correctness.format_results(results))
@@ -312,14 +312,14 @@ def _profile(args, argv: Sequence[str]) -> int:
     from . import profiling
 
     _set_threads(args.threads)
-    bench.check_fuser(args.fuser, args.executor)
+    cases.check_fuser(args.fuser, args.executor)
     device = resolve_device(args.device)
     rnns = split_runners(args.rnns)
-    bench.check_runner_list(rnns, "--rnns", ("rnns", "vl"), "LSTM runners", " ".join(profiling.DEFAULT_PROFILE_RNNS))
+    cases.check_runner_list(rnns, "--rnns", ("rnns", "vl"), "LSTM runners", " ".join(profiling.DEFAULT_PROFILE_RNNS))
     runners = list(rnns or profiling.DEFAULT_PROFILE_RNNS)
-    bench.check_runners(runners, device)
-    sizes = bench.sizes_from(args)
-    specs = [bench.CaseSpec(bench.SUITE, name, bench.case_params(sizes, device, args.fuser, args.executor, args.seed,
+    cases.check_runners(runners, device)
+    sizes = cases.sizes_from(args)
+    specs = [cases.CaseSpec(cases.SUITE, name, cases.case_params(sizes, device, args.fuser, args.executor, args.seed,
                                                                  "profile"))
              for name in runners]
 

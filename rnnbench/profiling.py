@@ -26,7 +26,8 @@ from benchcore.errors import UsageError, error_summary
 from benchcore.execute import external
 from benchcore.report.model import ensure_folder
 
-from .bench import SIZE_DEFAULTS, SIZE_LETTERS, build, prepared, runner_contexts
+from .cases import SIZE_DEFAULTS, SIZE_LETTERS
+from .executor import build, prepared, runner_contexts
 
 PROFILERS = ("nsys", "nvprof", "torch")
 DEFAULT_PROFILE_RNNS = ("cudnn", "aten", "jit")

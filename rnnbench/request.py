@@ -9,7 +9,7 @@ from typing import Optional, Sequence
 
 from benchcore.cli.request import SweepRequest
 
-from .bench import CNN_BATCH_DEFAULT, SIZE_DEFAULTS
+from .cases import CNN_BATCH_DEFAULT, SIZE_DEFAULTS
 
 #: `bench`'s --timeout default: ResNet-50 at fastrnns' sizes takes seconds per iteration on a
 #: CPU, so 110 of them pass benchcore's 600 s
@@ -34,7 +34,7 @@ class RunnerRequest(SweepRequest):
     executor: Optional[str] = None
     seed: int = 17
     variable_lstms: bool = False
-    #: the runner lists and groups as given (None: not given; rnnbench.bench.selected_groups)
+    #: the runner lists and groups as given (None: not given; rnnbench.cases.selected_groups)
     rnns: Optional[Sequence[str]] = None
     cnns: Optional[Sequence[str]] = None
     group: Optional[Sequence[str]] = None

@@ -12,7 +12,7 @@ from benchcore.report.model import CaseResult
 from benchcore.suite import Suite
 
 SUITE_NAME = "rnnbench"
-EXECUTOR = "rnnbench.bench:execute"
+EXECUTOR = "rnnbench.executor:execute"
 
 #: A runner's one-off costs are paid again by every round's fresh process: report the typical one.
 ROUND_RULES = {"build_ms": median, "compile_ms": median, "compile_forward_ms": median, "compile_backward_ms": median}
@@ -38,7 +38,7 @@ def runner_sizes(result: CaseResult) -> dict:
 
 
 def _finish_merge(report):
-    from .bench import finish_merged
+    from .views import finish_merged
 
     return finish_merged(report)
 

@@ -14,7 +14,7 @@ from benchcore.execute import valgrind
 from benchcore.measure.instructions import ENGINE
 from benchcore.report.model import Report
 
-from . import bench
+from . import cases, executor, views
 from .request import RunnerRequest
 from .suite import SUITE
 
@@ -25,17 +25,17 @@ DEFAULT_ROUNDS = 3
 
 def resolve_device(device: Optional[str]) -> str:
     """--device, or cuda when torch sees one, else cpu; refused when unusable."""
-    device = device or bench.default_device()
-    bench.check_device(device)
+    device = device or cases.default_device()
+    cases.check_device(device)
     return device
 
 
 def check_runner_lists(request: RunnerRequest) -> None:
     """--rnns and --cnns, when given: at least one name, each of the list's own group."""
-    lists = bench.default_lists()
-    bench.check_runner_list(request.rnns, "--rnns", ("rnns", "vl"), "LSTM runners",
-                            " ".join(lists[bench.GROUP_LSTM]))
-    bench.check_runner_list(request.cnns, "--cnns", ("cnns",), "CNN runners", " ".join(lists[bench.GROUP_RESNET]))
+    lists = cases.default_lists()
+    cases.check_runner_list(request.rnns, "--rnns", ("rnns", "vl"), "LSTM runners",
+                            " ".join(lists[cases.GROUP_LSTM]))
+    cases.check_runner_list(request.cnns, "--cnns", ("cnns",), "CNN runners", " ".join(lists[cases.GROUP_RESNET]))
 
 
 def check_stdout(request: RunnerRequest) -> None:
@@ -63,8 +63,8 @@ def bench_environment(request: RunnerRequest, device: str, argv: Sequence[str]) 
     entry describes the GPU the figures came from (cuda:1 on a two-GPU host, not GPU 0)."""
     from benchcore.execute.environment import collect
 
-    with bench.device_context(device):
-        return collect(bench.SUITE, [PROG, *argv], collectors=SUITE.collectors,
+    with executor.device_context(device):
+        return collect(cases.SUITE, [PROG, *argv], collectors=SUITE.collectors,
                        extra=environment_extra(request, device))
 
 
@@ -77,7 +77,7 @@ class RunnerSweep:
     def check(self, request: RunnerRequest) -> str:
         """What `bench` and `ab` check before anything runs; the resolved device."""
         core_cli.apply_threads(request.threads)
-        bench.check_fuser(request.fuser, request.executor)
+        cases.check_fuser(request.fuser, request.executor)
         device = resolve_device(request.device)
         check_runner_lists(request)
         return device
@@ -99,12 +99,12 @@ class RunnerSweep:
         from benchcore.execute.rounds import shard_specs
         from benchcore.execute.sweep import SweepJob
 
-        all_specs = bench.build_specs(request, device)
+        all_specs = cases.build_specs(request, device)
         specs = shard_specs(all_specs, core_cli.parse_shard(request.shard))
         if not specs:
             raise UsageError("nothing to run: no runner selected (--group/--rnns/--cnns/--shard); use --group rnns "
                              "and/or cnns, or --variable-lstms")
-        bench.check_runners(sorted({s.name for s in specs}), device)
+        cases.check_runners(sorted({s.name for s in specs}), device)
         settings = core_cli.run_settings_from(request, warmup=request.warmup, runs=request.nloops)
         options = {"threads": request.threads, "seed": request.seed, **core_cli.audit_options(request)}
         if request.engine == ENGINE:
@@ -127,14 +127,14 @@ class RunnerSweep:
         settings = {"settings": record["run_settings"], "threads": record["threads"], "seed": record["seed"],
                     "rounds": record["rounds"], "device": device, "fuser": request.fuser,
                     "executor": request.executor or "default",
-                    "sizes": {**bench.sizes_from(request), "cnnBatch": request.cnnBatch}, "unit": "ms",
-                    "shard": record["shard"], "runners": bench.run_order(all_specs),
+                    "sizes": {**cases.sizes_from(request), "cnnBatch": request.cnnBatch}, "unit": "ms",
+                    "shard": record["shard"], "runners": views.run_order(all_specs),
                     **{key: record[key] for key in ("audit", "audit_rounds", "flush_denormal")}, "engine": request.engine,
                     **({"valgrind": record["valgrind"]} if "valgrind" in record else {})}
         return ReportParts(environment, settings, results)
 
     def to_markdown(self, report: Report) -> str:
-        return bench.markdown_report(report)
+        return views.markdown_report(report)
 
     def announce(self, request, report) -> None:
         """Nothing from the library; the command line prints (rnnbench.cli.RunnerCommand)."""

@@ -12,9 +12,9 @@ from __future__ import annotations
 import pytest
 
 from benchcore.measure.case import CaseSpec
-from rnnbench import bench
+from rnnbench import cases, executor
 
-SIZE_NAMES = tuple(bench.SIZE_DEFAULTS)
+SIZE_NAMES = tuple(cases.SIZE_DEFAULTS)
 
 
 def _option(config, name, default=None):
@@ -36,7 +36,7 @@ def pytest_generate_tests(metafunc):
 
 
 def _device(config) -> str:
-    return _option(config, "--rnnbench-device") or bench.default_device()
+    return _option(config, "--rnnbench-device") or cases.default_device()
 
 
 def _spec(config, runner_name: str) -> CaseSpec:
@@ -44,7 +44,7 @@ def _spec(config, runner_name: str) -> CaseSpec:
     if len(values) != len(SIZE_NAMES):
         raise pytest.UsageError("--rnnbench-sizes needs five integers: seqLength,numLayers,inputSize,hiddenSize,miniBatch")
     sizes = dict(zip(SIZE_NAMES, values))
-    return CaseSpec(bench.SUITE, runner_name, bench.case_params(
+    return CaseSpec(cases.SUITE, runner_name, cases.case_params(
         sizes, _device(config), _option(config, "--fuser", "te"), _option(config, "--executor", "default"),
         _option(config, "--rnnbench-seed", 17), "pytest-benchmark"))
 
@@ -60,7 +60,7 @@ def prepared(request, runner_name):
     if getattr(runner, "cuda_only", False) and not spec.params["device"].startswith("cuda"):
         pytest.skip(f"{runner_name} runs on CUDA only (device is {spec.params['device']})")
     try:
-        with bench.prepared(spec) as prep:
+        with executor.prepared(spec) as prep:
             _warm_up(prep.workload, spec.params["device"], _option(request.config, "--rnnbench-warmup", 10))
             yield spec, prep
     except SkipCase as exc:

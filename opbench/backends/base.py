@@ -1,17 +1,17 @@
 """What opbench's neutral parts ask of a framework backend, and the types they share.
 
 opbench's command line, selection, rounds, reports and comparisons are the same for every
-framework; a backend supplies the rest:
+framework; a backend supplies the rest, reading the sweep's request (opbench.request.OperatorRequest):
 
-- its flags' meaning: `check(args)` validates what the user asked (device or context, dtype,
+- its flags' meaning: `check(request)` validates what the user asked (device or context, dtype,
   its own flags) and returns the normalised device the cases run on;
-- its operators: `scan(args, device)` → OperatorInfo rows (every operator it knows, with why
+- its operators: `scan(request, device)` → OperatorInfo rows (every operator it knows, with why
   one is left out), `categories`, and `knows(name)` for the other framework's hints (UnknownOperator);
-- case planning: `plan(args, device)` → a Plan (CaseSpecs, the operators without a case and
+- case planning: `plan(request, device)` → a Plan (CaseSpecs, the operators without a case and
   why, what the worker needs, what the report records);
 - measuring: `suite` (benchcore.suite.Suite: the worker's executor "package.module:function",
   the frameworks a worker imports, the headline figures, how rounds combine), `engines`;
-- reporting: `environment_extra(args)`, `to_markdown(report)`, `list_operators(...)` (--list).
+- reporting: `environment_extra(request)`, `to_markdown(report)`, `list_operators(...)` (--list).
 
 Two implementations: opbench.backends.mxnet (the registry scan, opperf's rules and cases, its
 executor) and opbench.backends.torch (OpInfo discovery, scaling, its executor).

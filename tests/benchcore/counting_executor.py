@@ -3,12 +3,12 @@ benchcore's runner with the round's settings, its forward calls counted in the w
 
 from benchcore.measure.runner import RunSettings, run_workload
 from benchcore.measure.timers import timer_for
-from rnnbench import bench
+from rnnbench import executor
 
 
 def execute(spec, options):
     settings = RunSettings.from_dict(options.get("settings") or {})
-    with bench.prepared(spec) as prep:
+    with executor.prepared(spec) as prep:
         workload = prep.workload
         calls = []
         real_forward = workload.forward

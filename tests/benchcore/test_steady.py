@@ -150,9 +150,9 @@ def test_every_round_and_side_runs_the_whole_warmup_counted_on_a_real_runner():
 def test_a_torchscript_runner_at_tiny_sizes_is_brought_to_steady_state():
     """rnnbench's `jit` with no warmup: its first timed calls are the profiling executor's
     compilation, which the runner must turn into warmup rather than time."""
-    from rnnbench import bench
+    from rnnbench import executor
 
-    metrics = bench.execute(CaseSpec("rnnbench", "jit", TINY), {"settings": {"warmup": 0, "runs": 10}, "audit": False})
+    metrics = executor.execute(CaseSpec("rnnbench", "jit", TINY), {"settings": {"warmup": 0, "runs": 10}, "audit": False})
     (record,) = metrics["steady"]
     assert record["extra_warmup"] >= 1
     assert record["warmup_calls"] == record["extra_warmup"]

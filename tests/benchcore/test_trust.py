@@ -5,7 +5,7 @@ from benchcore.measure.case import CaseSpec
 from benchcore.measure.measurement import Measurement
 from benchcore.report.model import CaseResult, Report
 from benchcore.views.trust import section
-from rnnbench.bench import markdown_report
+from rnnbench.views import markdown_report
 
 
 def rounds(levels, n=12):

@@ -4,7 +4,8 @@ import mxnet as mx
 import pytest
 
 from benchcore.errors import UsageError
-from opbench.backends.mxnet import api, device
+from opbench.backends.mxnet import device
+from opbench.backends.mxnet import opperf_api as api
 
 FAST = {"warmup": 1, "runs": 3}
 

@@ -16,7 +16,7 @@ from benchcore.report.model import Report
 from opbench import cli
 from opbench.backends.mxnet import arrays, cases
 from opbench.backends.mxnet.executor import execute
-from opbench.views import to_markdown
+from opbench.backends.mxnet.markdown import to_markdown
 
 ROOT = Path(__file__).resolve().parents[2]
 OPTIONS = {"settings": {"warmup": 0, "runs": 1}, "profiler": "python"}

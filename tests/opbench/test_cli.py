@@ -18,7 +18,7 @@ import pytest
 from benchcore.measure import reference
 from benchcore.report.model import Report
 from opbench import cli
-from opbench.views import opperf_view, to_markdown
+from opbench.backends.mxnet.markdown import opperf_view, to_markdown
 from tests.opbench import faults
 
 ROOT = Path(__file__).resolve().parents[2]

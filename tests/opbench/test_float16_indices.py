@@ -2,7 +2,8 @@
 
 import mxnet  # noqa: F401  (plainly: a broken MXNet fails these tests instead of skipping them)
 
-from opbench.backends.mxnet import api, arrays, cases
+from opbench.backends.mxnet import arrays, cases
+from opbench.backends.mxnet import opperf_api as api
 
 
 def _index_tensors(specs):

@@ -7,7 +7,8 @@ import sys
 
 import mxnet  # noqa: F401  (plainly: a broken MXNet fails these tests instead of skipping them)
 
-from opbench.backends.mxnet import api, cases, gradients, registry
+from opbench.backends.mxnet import cases, gradients, registry
+from opbench.backends.mxnet import opperf_api as api
 from opbench.backends.mxnet.listing import backward_cell
 from tests.opbench import faults
 

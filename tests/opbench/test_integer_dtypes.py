@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 from benchcore.report.model import Report
-from opbench.backends.mxnet import api, arrays, cases, registry, rules
+from opbench.backends.mxnet import arrays, cases, registry, rules
+from opbench.backends.mxnet import opperf_api as api
 
 ROOT = Path(__file__).resolve().parents[2]
 INTEGERS = ("int32", "int64")

@@ -2,7 +2,7 @@
 
 import mxnet  # noqa: F401  (plainly: a broken MXNet fails these tests instead of skipping them)
 
-from opbench.views import to_markdown
+from opbench.backends.mxnet.markdown import to_markdown
 
 
 def test_every_dash_in_the_results_is_explained(tmp_path):

@@ -2,8 +2,8 @@
 noise marker, a settings table, readable inputs."""
 
 from benchcore.report.model import Report
+from opbench.backends.mxnet.markdown import to_markdown
 from opbench.cli import main
-from opbench.views import to_markdown
 
 
 def test_markdown_groups_by_the_selected_category_with_readable_inputs(tmp_path, capsys):
@@ -27,7 +27,7 @@ def test_markdown_groups_by_the_selected_category_with_readable_inputs(tmp_path,
 
 def test_the_noise_marker_names_the_noisy_phases():
     from benchcore.measure.measurement import Measurement
-    from opbench.views import _noise
+    from opbench.markdown import _noise
 
     steady, noisy = Measurement([1.0, 1.0, 1.01, 1.0]), Measurement([1.0, 2.0, 1.0, 3.0])
     assert _noise((("fwd", steady), ("bwd", noisy))) == "noisy bwd"

@@ -20,7 +20,8 @@ import pytest
 
 from benchcore.report.model import Report
 from frameworks.mxnet import mxnet_info
-from opbench.backends.mxnet import api, cases, gradients, registry, releases
+from opbench.backends.mxnet import cases, gradients, registry, releases
+from opbench.backends.mxnet import opperf_api as api
 from opbench.backends.mxnet.profiler import MXNetProfiler
 
 pytestmark = pytest.mark.old_mxnet

@@ -9,7 +9,7 @@ import mxnet  # noqa: F401  (the sweep below needs it; a broken install must fai
 
 from benchcore.measure.measurement import round_sizes_of
 from benchcore.report.model import Report
-from opbench.views import to_markdown
+from opbench.backends.mxnet.markdown import to_markdown
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -3,7 +3,7 @@ trust them, the noisy phases, each phase's round spread, and the quantities with
 
 from benchcore.measure.case import CaseSpec
 from benchcore.report.model import CaseResult, Report
-from opbench.backends.torch.views import to_markdown
+from opbench.backends.torch.markdown import to_markdown
 
 # LeakyReLU gelu's forward calls in one quickstart sweep (tests/benchcore/test_modes.py): round 1
 # alternated 16 and 0.8 ms

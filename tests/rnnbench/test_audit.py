@@ -12,7 +12,7 @@ import numpy as np
 
 from benchcore.measure.case import CaseSpec
 from benchcore.report.model import Report
-from rnnbench import bench, correctness
+from rnnbench import cases, correctness, executor
 from rnnbench.audit import audit_model
 from rnnbench.cli import main
 
@@ -23,12 +23,12 @@ TINY = [arg for name, value in SIZES.items() for arg in (f"--{name}", str(value)
 
 def _spec(runner: str) -> CaseSpec:
     sizes = {k: v for k, v in SIZES.items() if k != "seqLength"} if runner.startswith("vl_") else SIZES
-    return CaseSpec(bench.SUITE, runner, bench.case_params(sizes, "cpu", "te", None, 17, "lstm"))
+    return CaseSpec(cases.SUITE, runner, cases.case_params(sizes, "cpu", "te", None, 17, "lstm"))
 
 
 def test_bench_executor_audits_outputs_states_and_gradients():
     for runner in ("cudnn", "vl_py"):
-        metrics = bench.execute(_spec(runner), {"settings": {"warmup": 0, "runs": 2}})
+        metrics = executor.execute(_spec(runner), {"settings": {"warmup": 0, "runs": 2}})
         block = metrics["audit"]
         assert set(block["inputs"]) == {"x", "hx", "cx"} and set(block["states"]) == {"h", "c"}
         assert set(block["outputs"]) == {"output"}

@@ -13,7 +13,7 @@ from benchcore.errors import SkipCase
 from benchcore.measure.case import CaseSpec
 from benchcore.measure.runner import RunSettings
 from benchcore.report.model import CaseResult, Report
-from rnnbench import bench
+from rnnbench import cases, executor, views
 from rnnbench.cli import main
 
 TINY = ["--seqLength", "5", "--numLayers", "1", "--inputSize", "8", "--hiddenSize", "8", "--miniBatch", "2"]
@@ -131,10 +131,10 @@ def test_reported_median_is_milliseconds(capsys):
     tighter than that and far looser than any scheduling noise at this size.
     """
     sizes = {"seqLength": 20, "numLayers": 1, "inputSize": 64, "hiddenSize": 64, "miniBatch": 16}
-    spec = CaseSpec("rnnbench", "cudnn", bench.case_params(sizes, "cpu", "te", None, 3, "lstm"))
+    spec = CaseSpec("rnnbench", "cudnn", cases.case_params(sizes, "cpu", "te", None, 3, "lstm"))
     options = {"settings": RunSettings(warmup=2, runs=15).to_dict()}
-    reported = bench.execute(spec, options)["forward"]["median_ms"]
-    with bench.prepared(spec) as prep:
+    reported = executor.execute(spec, options)["forward"]["median_ms"]
+    with executor.prepared(spec) as prep:
         for _ in range(2):
             prep.workload.forward()
         samples = []
@@ -227,10 +227,10 @@ def test_unknown_runner_lists_valid_ones(capsys):
 
 
 def test_execute_skips_cuda_case_without_cuda():
-    spec = CaseSpec("rnnbench", "cudnn", bench.case_params(
+    spec = CaseSpec("rnnbench", "cudnn", cases.case_params(
         {"seqLength": 2, "numLayers": 1, "inputSize": 4, "hiddenSize": 4, "miniBatch": 1}, "cuda", "te", None, 1, "lstm"))
     with pytest.raises(SkipCase, match="no CUDA"):
-        bench.execute(spec, {"settings": RunSettings(warmup=0, runs=1).to_dict()})
+        executor.execute(spec, {"settings": RunSettings(warmup=0, runs=1).to_dict()})
 
 
 # ------------------------------------------------------------------------------- specs and rendering
@@ -242,7 +242,7 @@ def test_build_specs_follows_fastrnns_group_order():
     args = RunnerRequest(seqLength=5, numLayers=2, inputSize=8, hiddenSize=8, miniBatch=2, device="cpu",
                          fuser="old", executor="simple", seed=1, variable_lstms=True,
                          group=["cnns", "rnns"], rnns=["jit"], cnns=["resnet18"])
-    specs = bench.build_specs(args)
+    specs = cases.build_specs(args)
     assert [(s.name, s.params["group"]) for s in specs] == [
         ("vl_cudnn", "vl_lstm"), ("vl_jit", "vl_lstm"), ("vl_py", "vl_lstm"), ("jit", "lstm"), ("resnet18", "resnet")]
     assert specs[0].params["numLayers"] == 2 and specs[0].params["fuser"] == "old" and specs[0].params["executor"] == "simple"
@@ -256,10 +256,10 @@ def test_a_case_holds_only_the_sizes_its_model_uses():
         args = RunnerRequest(seqLength=seq_length, numLayers=1, inputSize=8, hiddenSize=8, miniBatch=2,
                              cnnBatch=4, device="cpu", fuser="te", executor=None, seed=1, variable_lstms=True,
                              group=["cnns", "rnns"], rnns=["jit", "vl_py"], cnns=["resnet18"])
-        return {(s.params["group"], s.name): s for s in bench.build_specs(args)}
+        return {(s.params["group"], s.name): s for s in cases.build_specs(args)}
 
     short, long = specs(5), specs(50)
-    sizes = lambda spec: {k: v for k, v in spec.params.items() if k in bench.SIZE_DEFAULTS}  # noqa: E731
+    sizes = lambda spec: {k: v for k, v in spec.params.items() if k in cases.SIZE_DEFAULTS}  # noqa: E731
     assert sizes(short["resnet", "resnet18"]) == {"miniBatch": 4}
     for group in ("vl_lstm", "lstm"):  # a vl_* runner, whichever list named it
         assert sizes(short[group, "vl_py"]) == {"numLayers": 1, "inputSize": 8, "hiddenSize": 8, "miniBatch": 2}
@@ -278,15 +278,15 @@ def _result(name, group, status="ok", fwd=(1.0, 2.0), bwd=(3.0, 5.0), error=None
 def test_rendering_of_groups_and_failures():
     results = [_result("vl_py", "vl_lstm"), _result("cudnn", "lstm"),
                _result("jit", "lstm", status="crashed", error="worker killed by SIGSEGV"), _result("resnet18", "resnet")]
-    oss = json.loads(bench.oss_json(results))
+    oss = json.loads(views.oss_json(results))
     assert list(oss) == ["vl_lstm", "vl_lstm-backward", "lstm", "lstm-backward", "resnet", "resnet-backward"]
     assert oss["lstm"] == {"cudnn": 1.5, "jit": None} and oss["lstm-backward"]["cudnn"] == 4.0
-    pep = [json.loads(line.split(" ", 1)[1]) for line in bench.pep_lines(results)]
+    pep = [json.loads(line.split(" ", 1)[1]) for line in views.pep_lines(results)]
     assert [p["metric"] for p in pep[:4]] == ["vl_lstm-vl_py"] * 2 + ["vl_lstm-backward-vl_py"] * 2
     assert {p["metric"] for p in pep} >= {"lstm-cudnn", "lstm-backward-cudnn", "resnet-backward-resnet18"}
     assert not any("jit" in p["metric"] for p in pep)
     assert [p["value"] for p in pep[:2]] == ["1.0", "2.0"]
-    table = bench.console_table(results, sep="|")
+    table = views.console_table(results, sep="|")
     assert "Benchmarking ResNets..." in table and "CRASHED: worker killed by SIGSEGV" in table
     assert "|" + "1.5".rjust(16) + "|" in table
 
@@ -325,10 +325,10 @@ def test_a_cuda_index_torch_does_not_see_is_a_usage_error(monkeypatch, device, m
     from benchcore.errors import UsageError
 
     _fake_cuda(monkeypatch, 2)
-    bench.check_device("cuda:1")
-    bench.check_device("cuda")
+    cases.check_device("cuda:1")
+    cases.check_device("cuda")
     with pytest.raises(UsageError) as info:
-        bench.check_device(device)
+        cases.check_device(device)
     assert str(info.value).startswith(message)
 
 
@@ -337,11 +337,11 @@ def test_the_case_device_is_current_while_a_runner_builds_and_runs(monkeypatch):
     import torch
 
     entered = _fake_cuda(monkeypatch, 2)
-    spec = CaseSpec(bench.SUITE, "cudnn", {"device": "cuda:1", "fuser": "default"})
-    with bench.runner_contexts(spec):
+    spec = CaseSpec(cases.SUITE, "cudnn", {"device": "cuda:1", "fuser": "default"})
+    with executor.runner_contexts(spec):
         assert entered == [("enter", torch.device("cuda:1"))]
     assert entered[-1] == ("exit", torch.device("cuda:1"))
-    with bench.runner_contexts(CaseSpec(bench.SUITE, "cudnn", {"device": "cpu", "fuser": "default"})):
+    with executor.runner_contexts(CaseSpec(cases.SUITE, "cudnn", {"device": "cpu", "fuser": "default"})):
         pass
     assert len(entered) == 2
 
@@ -405,8 +405,8 @@ def test_naming_one_list_runs_that_group_only(argv, groups):
     from rnnbench.cli import build_parser
 
     args = build_parser().parse_args(["bench", *argv])
-    assert [spec.params["group"] for spec in bench.build_specs(args)][-1:] == groups[-1:]
-    assert sorted({spec.params["group"] for spec in bench.build_specs(args)}) == sorted(groups)
+    assert [spec.params["group"] for spec in cases.build_specs(args)][-1:] == groups[-1:]
+    assert sorted({spec.params["group"] for spec in cases.build_specs(args)}) == sorted(groups)
 
 
 def test_runner_lists_take_commas_and_typos_get_a_suggestion(capsys):

@@ -118,7 +118,7 @@ def test_compare_two_bench_reports(tmp_path, capsys):
 
 def test_pytest_benchmark_entry_runs_at_tiny_sizes(tmp_path):
     """benchmarks/rnnbench is not part of the unit suite; prove it works with --benchmark-*."""
-    out = tmp_path / "bench.json"
+    out = tmp_path / "executor.json"
     done = subprocess.run(
         [sys.executable, "-m", "pytest", "benchmarks/rnnbench", "-q", "-p", "no:cacheprovider",
          "--rnnbench-sizes", "5,1,8,8,2", "--rnnbench-device", "cpu", "--rnnbench-runners", "cudnn", "jit",
@@ -188,14 +188,14 @@ def test_bad_shard_is_usage_error(shard, capsys):
 
 
 def test_resnets_take_fastrnns_batch_of_32_unless_asked():
-    from rnnbench import bench
+    from rnnbench import cases
     from rnnbench.cli import build_parser
 
     args = build_parser().parse_args(["bench", "--miniBatch", "16", "--device", "cpu"])
-    batches = {s.params["group"]: s.params["miniBatch"] for s in bench.build_specs(args)}
+    batches = {s.params["group"]: s.params["miniBatch"] for s in cases.build_specs(args)}
     assert batches == {"lstm": 16, "resnet": 32}
     args = build_parser().parse_args(["bench", "--group", "cnns", "--cnnBatch", "4", "--device", "cpu"])
-    assert {s.params["miniBatch"] for s in bench.build_specs(args)} == {4}
+    assert {s.params["miniBatch"] for s in cases.build_specs(args)} == {4}
 
 
 def test_absolute_grads_turns_gradient_scaling_off(capsys, monkeypatch):

@@ -7,7 +7,7 @@ import torch
 
 from benchcore.errors import UsageError
 from benchcore.measure.case import Workload
-from rnnbench import bench, cells, factory, runners
+from rnnbench import cases, cells, factory, runners
 
 TINY = dict(seqLength=4, numLayers=2, inputSize=6, hiddenSize=5, miniBatch=3)
 VARLEN_TINY = dict(TINY, lengths=(2, 6))
@@ -207,8 +207,8 @@ def test_jit_runners_refuse_when_scripting_is_off():
             runners.get_runner("jit_multilayer").creator(**TINY)
 
 
-@pytest.mark.parametrize("fuser", bench.FUSERS)
-@pytest.mark.parametrize("executor", bench.EXECUTORS)
+@pytest.mark.parametrize("fuser", cases.FUSERS)
+@pytest.mark.parametrize("executor", cases.EXECUTORS)
 def test_fuser_and_executor_contexts_restore_every_switch(fuser, executor):
     before = jit_switch_state()
     with pytest.raises(KeyError):
@@ -231,7 +231,7 @@ def test_fuser_settings_take_effect():
 
 def test_jit_runner_runs_under_each_fuser():
     md = _build("jit_multilayer", seed=1, **TINY)
-    for fuser in bench.FUSERS:
+    for fuser in cases.FUSERS:
         with runners.fuser_context(fuser):
             for _ in range(3):  # past the profiling executor's profiling runs
                 out, _ = md.forward(*md.inputs)
@@ -246,10 +246,10 @@ def test_unknown_fuser_or_executor_is_a_usage_error():
 
 
 def test_every_fuser_and_executor_name_has_its_settings():
-    assert tuple(runners._FUSER_SETTINGS) == bench.FUSERS
-    assert tuple(runners._EXECUTOR_SETTINGS) == bench.EXECUTORS
-    for fuser in bench.FUSERS:
-        for executor in bench.EXECUTORS:
+    assert tuple(runners._FUSER_SETTINGS) == cases.FUSERS
+    assert tuple(runners._EXECUTOR_SETTINGS) == cases.EXECUTORS
+    for fuser in cases.FUSERS:
+        for executor in cases.EXECUTORS:
             runners.check_jit_settings(fuser, executor)
 
 

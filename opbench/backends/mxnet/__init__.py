@@ -1,10 +1,10 @@
-"""opbench's MXNet backend: the protocol (opbench.backends.base) over this package's modules.
+"""opbench's MXNet backend: what opbench.backends.base lists, over this package's modules.
 
 registry (what MXNet registers) → categories and rules (opperf's grouping, the inputs of each
 operator) → cases (selection and CaseSpecs) → arrays (a spec's NDArrays, in the worker) →
-executor (the engines that time them) → suite (what benchcore runs); device parses --ctx,
-gradients is the probe behind the registry's stored backward answers, api is opperf's
-Python API and listing is --list.
+executor (the engines that time them) → suite (what benchcore runs) → markdown (the report's
+view); device parses --ctx, gradients is the probe behind the registry's stored backward
+answers, opperf_api is opperf's Python API and listing is --list.
 
 Case keys are exactly those opbench's MXNet sweep made before the backends existed, so old
 MXNet reports still compare (tests/opbench/data/mxnet_case_keys.txt holds the full list).
@@ -18,15 +18,14 @@ from typing import List
 from benchcore.cli.options import parse_shard
 from benchcore.errors import UsageError
 from benchcore.execute.rounds import shard_specs
-from opbench import views
 from opbench.equivalents import mxnet_for
 
 from ..base import OperatorInfo, Plan, split
-from . import listing, registry, releases, workspace  # noqa: F401  (workspace: MXNet's temp-space setting, before MXNet loads)
-from .api import DTYPES
+from . import listing, markdown, registry, releases, workspace  # noqa: F401  (workspace: MXNet's temp-space setting, before MXNet loads)
 from .cases import PY_WRAPPERS, generate_cases
 from .categories import CATEGORIES, category_of, opperf_members
 from .device import check_ctx, int64_tensor_flag
+from .opperf_api import DTYPES
 from .suite import SUITE
 
 NAME = "mxnet"
@@ -103,7 +102,7 @@ class MXNetBackend:
                 "timer": {"native": "mxnet-profiler", "instructions": "callgrind"}.get(request.engine, "perf_counter")}
 
     def to_markdown(self, report) -> str:
-        return views.to_markdown(report)
+        return markdown.to_markdown(report)
 
 
 def _reported_categories(specs, selected) -> dict:

@@ -160,7 +160,7 @@ class TorchBackend:
                 "framework": NAME}
 
     def to_markdown(self, report) -> str:
-        from .views import to_markdown
+        from .markdown import to_markdown
 
         return to_markdown(report)
 

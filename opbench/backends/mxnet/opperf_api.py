@@ -23,7 +23,7 @@ from benchcore.execute.worker import run_cases
 from benchcore.measure.case import CaseSpec, Workload
 from benchcore.measure.runner import RunSettings
 from benchcore.report.model import CaseResult
-from opbench.views import opperf_entry
+from opbench.backends.mxnet.markdown import opperf_entry
 
 from . import registry, releases
 from .cases import check_dtype as validate_dtype

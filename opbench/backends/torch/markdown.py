@@ -10,7 +10,7 @@ from benchcore.report.figures import Timing
 from benchcore.report.model import CaseResult, Report
 from benchcore.views import trust
 from benchcore.views.settings_table import settings_table
-from opbench.views import MISSING, _fmt, _inputs_text, _noise, _round_spread, _sampling_text, _table, bimodal_texts
+from opbench.markdown import MISSING, _fmt, _inputs_text, _noise, _round_spread, _sampling_text, _table, bimodal_texts
 
 HEADERS = ["Operator", "Category", "Inputs", "Fwd Median (ms)", "Fwd IQR (ms)", "Bwd Median (ms)", "Bwd IQR (ms)",
            "Noise"]

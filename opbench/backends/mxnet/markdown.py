@@ -1,5 +1,5 @@
-"""Views of an MXNet opbench Report: opperf's JSON shape and the Markdown report, and the table
-helpers the PyTorch report's view (opbench.backends.torch.views) shares.
+"""Views of an MXNet opbench Report: opperf's JSON shape and the Markdown report (the pieces the
+PyTorch report's Markdown shares are opbench.markdown).
 
 The JSON Report (benchcore.report.model) is the source of truth; everything here is derived from a
 loaded Report, so a report on disk can be re-rendered at any time (`opperf_view(Report.load(p))`).
@@ -14,14 +14,23 @@ from __future__ import annotations
 
 from typing import Dict, List, Optional
 
-from benchcore.measure import audit, modes, steady
+from benchcore.measure import audit, steady
 from benchcore.measure.measurement import NOISE_THRESHOLD, Measurement, round_sizes_of
 from benchcore.report.model import CaseResult, Report
 from benchcore.views import trust
-from benchcore.views.rows import inputs_text
 from benchcore.views.settings_table import settings_table
-
-MISSING = "---"
+from opbench.markdown import (
+    MISSING,
+    _fmt,
+    _inputs_text,
+    _measurement,
+    _noise,
+    _round_spread,
+    _sampling_text,
+    _table,
+    bimodal_texts,
+    capped,
+)
 
 NATIVE_HEADERS = ["Operator", "Inputs", "Max Mem Usage (Storage) (Bytes)", "Avg Forward Time (ms)",
                   "Avg. Backward Time (ms)", "Fwd Median (ms)", "Fwd IQR (ms)", "Bwd Median (ms)", "Bwd IQR (ms)"]
@@ -72,45 +81,9 @@ def opperf_view(report: Report, include_failed: bool = False) -> Dict[str, List[
     return dict(sorted(view.items()))
 
 
-def _fmt(value, digits: int = 4) -> str:
-    if value is None:
-        return MISSING
-    if isinstance(value, bool):
-        return str(value)
-    if isinstance(value, int):
-        return str(value)
-    if isinstance(value, float):
-        return f"{value:.{digits}f}"
-    return str(value)
-
-
-def _inputs_text(result: CaseResult) -> str:
-    """`lhs (1024,1024), rhs (1024,1), axis=1` (benchcore.views.rows.inputs_text, as in the CSV)."""
-    inputs = (result.metrics or {}).get("inputs") or result.spec.params.get("inputs") or {}
-    return inputs_text(inputs).replace("|", "\\|")
-
-
-def _measurement(samples, round_sizes=None) -> Optional[Measurement]:
-    return Measurement(samples, round_sizes=round_sizes) if samples else None
-
-
 def _center(m: Optional[Measurement]) -> tuple:
     """(median, IQR) of a quantity; with rounds the median is the median of the round medians."""
     return (None, None) if m is None else (m.center, m.iqr)
-
-
-def _round_spread(m: Optional[Measurement]) -> str:
-    """The rounds' spread, or "bimodal" where the quantity has two speeds (benchcore.measure.modes)."""
-    if m is not None and modes.of(m) is not None:
-        return "bimodal"
-    return MISSING if m is None or m.round_spread is None else f"{m.round_spread * 100:.1f}%"
-
-
-def _noise(named) -> str:
-    """The Noise cell: which phases' IQR/median reach NOISE_THRESHOLD (their medians are then
-    worth less than their digits suggest)."""
-    noisy = [name for name, m in named if m is not None and m.noisy]
-    return "noisy " + "+".join(noisy) if noisy else ""
 
 
 def _bimodal_texts(result: CaseResult, engine: str) -> Dict[str, Optional[str]]:
@@ -118,14 +91,6 @@ def _bimodal_texts(result: CaseResult, engine: str) -> Dict[str, Optional[str]]:
     if engine == "python":
         return bimodal_texts(result, {"iteration": _python_whole(result)})
     return bimodal_texts(result, dict(zip(("forward", "backward"), _native_measurements(result))))
-
-
-def bimodal_texts(result: CaseResult, quantities: Dict[str, Optional[Measurement]]) -> Dict[str, Optional[str]]:
-    """{name: the two speeds of that Measurement of `result` and their likely cause, in words
-    (None: one speed)}; both frameworks' Markdown lists them."""
-    records = (result.metrics or {}).get("contention")
-    found = {name: modes.described(m, records) if m is not None else None for name, m in quantities.items()}
-    return {name: data["text"] if data else None for name, data in found.items()}
 
 
 def _native_measurements(result: CaseResult) -> tuple:
@@ -163,12 +128,6 @@ def _python_row(result: CaseResult, rounds: bool) -> list:
             *map(_fmt, _center(whole)), _noise((("", whole),)).strip()] + ([_round_spread(whole)] if rounds else [])
 
 
-def _table(rows, headers) -> str:
-    from tabulate import tabulate
-
-    return tabulate(rows, headers=headers, tablefmt="github", disable_numparse=True)
-
-
 def _features(report: Report) -> str:
     mxnet = report.environment.get("mxnet") or {}
     features = mxnet.get("features")
@@ -190,38 +149,14 @@ def _by_category(results: List[CaseResult], reported: Dict[str, str]) -> Dict[st
     return dict(sorted(groups.items()))
 
 
-def capped(result: CaseResult) -> bool:
-    """Adaptive sampling ran out of --max-time before reaching the target precision."""
-    return bool((result.metrics or {}).get("capped"))
-
-
 def _runs_cell(result: CaseResult) -> str:
     count = len(((result.metrics or {}).get("forward") or {}).get("samples_ms") or ())
     return f"{count} (capped)" if capped(result) else str(count)
 
 
-def _sampling_text(settings: dict) -> str:
-    """How many iterations ran: the fixed runs, or adaptive mode's stopping rule; and over how
-    many rounds."""
-    run = settings.get("run_settings") or {}
-    rounds = settings.get("rounds") or {}
-    if run.get("target_precision") is None:
-        text = f"warmup {settings.get('warmup', '?')}; runs {settings.get('runs', '?')}"
-    else:
-        text = (f"warmup {settings.get('warmup', '?')}; adaptive sampling: runs until IQR/median < "
-                f"{run['target_precision']:g} for every timed quantity, after at least {run['min_runs']} "
-                f"runs and {run['min_time_s']:g} s, at most {run['max_time_s']:g} s per case "
-                f"(Runs: the runs each case took; `capped`: the target was not reached)")
-    if rounds.get("rounds", 1) > 1:
-        per_round = rounds.get("runs_per_round")  # one number per round (a number in older reports)
-        runs = ", ".join(map(str, per_round)) if isinstance(per_round, list) else per_round
-        text += (f"; {rounds['rounds']} rounds, each in fresh worker processes and a shuffled case order "
-                 f"(seed {rounds.get('order_seed')}), with {runs} runs and "
-                 f"{rounds.get('warmup_per_round')} warmup each")
-    return text
-
-
 _SPREAD_HEADERS = {"native": ["Fwd Round Spread", "Bwd Round Spread"], "python": ["Round Spread"]}
+
+
 #: What the times of each engine are, said in the Markdown header.
 _QUANTITY = {
     "native": "Times: MXNet profiler's operator time per call (forward, backward), in ms; the medians are the "
