@@ -46,7 +46,6 @@ from benchcore.cli.options import (
     apply_threads,
     audit_options,
     check_output_paths,
-    checkpoint_path_for,
     commands_epilog,
     formats_for,
     non_negative_int,
@@ -56,6 +55,7 @@ from benchcore.cli.options import (
     run_main,
     run_plan_from,
     run_settings_from,
+    sweep_checkpoint,
     write_outputs,
 )
 from benchcore.errors import UsageError
@@ -325,7 +325,7 @@ def run_sweep(backend, args, argv: List[str], device: str) -> int:
         from benchcore.views.charts import prepare_chart_folder
 
         prepare_chart_folder(args.plot, PROG, args.overwrite)
-    checkpoint = checkpoint_path_for(paths.get("json") or paths["md"])
+    checkpoint = sweep_checkpoint(paths)
     job, plan = _job(backend, args, device, checkpoint)
     started = time.perf_counter()
     environment, results = sweep.measure(job, run_plan_from(args), PROG, argv, _environment_extra(backend, args))[""]

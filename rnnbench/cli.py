@@ -339,7 +339,7 @@ def _bench(args, argv: Sequence[str]) -> int:
         from benchcore.views.charts import prepare_chart_folder
 
         prepare_chart_folder(args.plot, PROG, args.overwrite)
-    checkpoint = core_cli.checkpoint_path_for(targets.get("json") or targets["md"]) if targets else None
+    checkpoint = core_cli.sweep_checkpoint(targets) if targets else None
     job, all_specs = _job(args, checkpoint)
     environment, results = sweep.measure(job, core_cli.run_plan_from(args), PROG, argv, _environment_extra(args),
                                          collect_local=lambda: bench_environment(args, argv))[""]
