@@ -39,7 +39,7 @@ FLOOR = 0.005
 #: version of the harness) counts a call a few hundred to a few thousand instructions more or
 #: less, whatever its size; one build in one environment counts it to the instruction. Fitted on
 #: two sweeps of tiny MXNet cases (up to 1,973 apart); on fresh pairs at the count shapes 243 of
-#: 245 repeatable quantities stayed within it, the largest beyond 4,638 (docs/INSTRUCTIONS.md)
+#: 245 repeatable quantities stayed within it, the largest beyond 4,638 (lab/notes/instructions.md)
 ABSOLUTE_FLOOR = 2500
 #: spread between repeats beyond which a quantity is named non-repeatable
 REPEATABLE = 0.0025
@@ -138,7 +138,7 @@ def judge(base: Counts, new: Counts, floor: float = FLOOR, absolute_floor: int =
 def compare_counts(base: Report, new: Report, floor: float = FLOOR,
                    absolute_floor: int = ABSOLUTE_FLOOR) -> CountComparison:
     """Every case counted in both reports, every phase, judged on Ir (see the module docstring);
-    `absolute_floor` other than ABSOLUTE_FLOOR only for figures (scripts/instruction_figures)."""
+    `absolute_floor` other than ABSOLUTE_FLOOR only for figures (lab/figures/instruction_figures)."""
     found = CountComparison(floor, settings_differences=_settings_differences(base, new))
     base_cases = {r.spec.key: r for r in base.results}
     new_cases = {r.spec.key: r for r in new.results}
