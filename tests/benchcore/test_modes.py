@@ -111,12 +111,12 @@ def test_a_change_beyond_both_speeds_is_still_called():
 
 
 def test_the_modes_figures_script_runs_every_model_and_plan():
-    """scripts/modes_figures prints a share per model and round plan (figures, not asserted)."""
+    """lab/figures/modes_figures prints a share per model and round plan (figures, not asserted)."""
     import subprocess
     import sys
     from pathlib import Path
 
-    script = Path(__file__).resolve().parents[2] / "scripts" / "modes_figures"
+    script = Path(__file__).resolve().parents[2] / "lab" / "figures" / "modes_figures"
     done = subprocess.run([sys.executable, str(script), "--draws", "20", "--sweeps", "2"], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.count("3 rounds: 2, 2, 1") == 5 and "two speeds 2x apart, per process" in done.stdout
