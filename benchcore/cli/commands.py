@@ -47,8 +47,10 @@ def main(suite: Suite, argv: List[str]) -> int:
 
 def add_gate_arguments(p) -> None:
     """The verdict flags `compare` and `ab` share."""
-    p.add_argument("--threshold", type=percent, default=5.0, metavar="PCT",
-                   help="smallest change that counts, in percent (default 5; 0.5%% for half a percent)")
+    p.add_argument("--threshold", "--margin", dest="threshold", type=percent, default=5.0, metavar="PCT",
+                   help="the margin, in percent (default 5; 0.5%% for half a percent): a confirmed change beyond "
+                        "±PCT is slower or faster; `same` needs the evidence to place the change within ±PCT; "
+                        "anything else is undecided")
     p.add_argument("--alpha", type=float, default=0.05,
                    help="significance level of the test behind a verdict (default 0.05)")
     p.add_argument("--fail-above", type=percent, default=None, metavar="PCT",
@@ -64,8 +66,8 @@ def build_parser(suite: str) -> ArgumentParser:
 
     p = sub.add_parser("compare", help=COMMAND_HELP["compare"],
                        description="Per case: ratio of the figures, a test on the rounds (or, for reports without "
-                                   "rounds, on one process's samples), effect threshold → faster / slower / same / "
-                                   "noisy; geometric means per category. Method: docs/COMPARING.md.")
+                                   "rounds, on one process's samples), margin → slower / faster / same "
+                                   "within ±margin / undecided; geometric means per category. Method: docs/COMPARING.md.")
     p.add_argument("base", metavar="BASE", help="JSON report of the baseline run")
     p.add_argument("new", metavar="NEW", help="JSON report of the run to judge")
     add_gate_arguments(p)
@@ -129,8 +131,8 @@ def judge(suite: Suite, base: Report, new: Report, args, sources=(None, None), a
     from benchcore.compare.answer import answer, settings_differences
 
     if not 0 < args.threshold < 100:
-        raise UsageError(f"--threshold {args.threshold:g}: the smallest change that counts is a percent above 0 "
-                         "and below 100; give e.g. --threshold 5")
+        raise UsageError(f"--threshold/--margin {args.threshold:g}: the margin is a percent above 0 and below 100; "
+                         "give e.g. --margin 5")
     result = compare(base, new, suite, threshold=args.threshold / 100, alpha=args.alpha, allow_env_mismatch=allowed)
     result.base_source, result.new_source = sources
     count_verdicts.attach(result, base, new)

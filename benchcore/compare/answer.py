@@ -71,8 +71,8 @@ def short_reason(m: "MetricComparison", threshold: float) -> str:
         return f"q={significance:.2g}" if significance is not None else "beyond the threshold"
     if m.verdict == "same":
         return f"within ±{threshold * 100:g}%"
-    if "allows anything" in m.reason and m.ratio_low is not None:
-        return f"could be {percent_change(m.ratio_low)} to {percent_change(m.ratio_high)}"
+    if m.rounds_to_decide is not None:
+        return f"about {m.rounds_to_decide} more round(s) a side would decide it"
     if significance is not None:
         return f"not significant ({'q' if m.q_value is not None else 'p'}={significance:.2g})"
     return m.reason.split(" (")[0][:80]
@@ -120,13 +120,15 @@ def _verdict(c: "Comparison", changed) -> str:
     slower = sum(1 for _case, m in changed if m.verdict == "slower")
     faster = len(changed) - slower
     broken = len(c.broken)
-    unclear = sum(1 for m in quantities if m.verdict == "noisy")
-    head = (f"Verdict: {slower} of {len(quantities)} quantities slower, {faster} faster"
-            + (f", {broken} case(s) broke" if broken else "") + f"; {unclear} too noisy to tell")
-    detectable = c.summary[-1].median_detectable_ratio
-    if detectable is not None:
-        return (head + f"; this comparison detects slowdowns of about {percent_change(detectable)} and more "
-                "(median over the quantities): smaller ones can hide in it")
+    same = sum(1 for m in quantities if m.verdict == "same")
+    undecided = sum(1 for m in quantities if m.verdict == "undecided")
+    head = (f"Verdict: {slower} of {len(quantities)} quantities slower, {faster} faster, {same} the same within "
+            f"±{c.threshold * 100:g}%" + (f", {broken} case(s) broke" if broken else "") + f"; {undecided} undecided")
+    claims = sorted(m.detectable_ratio for m in quantities if m.detectable_ratio is not None)
+    if claims:
+        return (head + f"; each quantity names the slowdown it catches 9 times in 10 (median "
+                f"{percent_change(claims[len(claims) // 2])}, least precise {percent_change(claims[-1])}): "
+                "smaller ones can hide in it")
     if any(m.basis == "one-process" for m in quantities):
         return head + "; without rounds on both sides it cannot say which slowdown it would miss (time with --rounds 3 or more, or use ab)"
     return head + f"; changes within ±{c.threshold * 100:g}% count as the same"

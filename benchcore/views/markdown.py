@@ -121,9 +121,10 @@ def comparison_markdown(comparison: Comparison, chart_links: str = "") -> str:
             + [s.counts[v] for v in VERDICTS] + [percent_change(s.median_detectable_ratio)] for s in c.summary]
     out += [table(rows, ["Category", "Cases", "Geomean ratio", "Change", *VERDICTS, "Detectable slowdown"]), ""]
     if any(s.median_detectable_ratio is not None for s in c.summary):
-        out += ["*Detectable slowdown*: the median over the category's quantities of the smallest slowdown their "
-                "rounds would find 4 times in 5 at the significance level: changes well below it read `same` or "
-                "`noisy` whether they happened or not. More rounds (or `ab`) lower it.", ""]
+        out += ["*Detectable slowdown*: the median over the category's quantities of the smallest slowdown each "
+                "catches 9 times in 10 (each quantity's own claim is its `detectable_ratio` in the JSON): a smaller one "
+                "can hide in it. `same` means the change is established within the margin; `undecided` means neither "
+                "that nor a change is, and says how many more rounds would decide it.", ""]
     out += ["## Cases", ""]
     if c.counts is not None and c.cases:
         out += ["Verdicts in this section rest on time; those under *Instruction counts* below rest on instruction "
@@ -131,13 +132,13 @@ def comparison_markdown(comparison: Comparison, chart_links: str = "") -> str:
     rows = []
     for case in sorted(c.cases, key=lambda k: -(k.ratio or 0)):
         for m in case.metrics:
-            why = short_reason(m, c.threshold) if m.verdict == "noisy" else ""  # the full reason: the JSON
+            why = short_reason(m, c.threshold) if m.verdict == "undecided" else ""  # the full reason: the JSON
             rows.append([case.label, case.category, m.metric, fmt_ms(m.base_ms), fmt_ms(m.new_ms),
                          fmt_ms(m.ratio, ".3f"), percent_change(m.judged_ratio), fmt_ms(m.p_value, ".3g"), m.verdict,
                          _evidence(m), why.replace("|", "\\|")])
     drifted = c.drift is not None and c.drift.removes_anything
     headers = ["Case", "Category", "Metric", "Base (ms)", "New (ms)", "Ratio",
-               "Change vs machine" if drifted else "Change", "p", "Verdict", "Evidence", "Why noisy"]
+               "Change vs machine" if drifted else "Change", "p", "Verdict", "Evidence", "Why undecided"]
     out += [table(rows, headers) if rows else "No case measured in both reports.", ""]
     if c.counts is not None:
         from benchcore.compare.count_verdicts import markdown as counts_markdown
