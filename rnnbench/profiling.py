@@ -232,7 +232,7 @@ def torch_profile(specs, output_dir: Path, sizes: Dict[str, int], nloops: int = 
     from torch.profiler import ProfilerActivity, profile
 
     from benchcore.report.model import write_text_atomic
-    from rnnbench.profiler_table import markdown_table, parse_key_averages
+    from rnnbench.profiler_table import markdown_table, parse_key_averages, totals
 
     folder = prepare_output_dir(output_dir)
     base = str(output_base(folder, [s.name for s in specs], sizes, now))
@@ -268,7 +268,8 @@ def torch_profile(specs, output_dir: Path, sizes: Dict[str, int], nloops: int = 
     key = "device_self_ms" if len(activities) > 1 else "self_ms"
     header = f"# torch.profiler key averages: {', '.join(s.name for s in specs)} ({describe_sizes(sizes)}, {nloops} iterations)\n\n"
     write_text_atomic(paths[".keyavg.md"], header + markdown_table(stats, n=row_limit, key=key) + "\n", overwrite=overwrite)
-    write_text_atomic(paths[".keyavg.json"], json.dumps({"unit": "ms", "engine": "torch.profiler", "stats": stats}, indent=1) + "\n",
+    write_text_atomic(paths[".keyavg.json"], json.dumps({"unit": "ms", "engine": "torch.profiler", "totals": totals(stats),
+                                                       "stats": stats}, indent=1) + "\n",
                       overwrite=overwrite)
     return TorchProfile(trace=paths[".pt.trace.json"], table_text=paths[".keyavg.txt"], table_markdown=paths[".keyavg.md"],
                         stats_json=paths[".keyavg.json"], stats=stats, runners=runs)

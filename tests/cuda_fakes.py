@@ -70,7 +70,8 @@ def cuda_run(calls=2):
                    cpu_op(ids, "cudaLaunchKernel", t + 30, t + 40, thread=DEVICE_THREAD, activity=None),
                    cpu_op(ids, "aten::mul", t + 60, t + 90, thread=DEVICE_THREAD, kernel_us=4.0),
                    cpu_op(ids, "cudaMemcpyAsync", t + 70, t + 80, thread=DEVICE_THREAD, activity=None),
-                   device_row(ids, RANGE_NAME, t + 25, t + 95)]
+                   device_row(ids, RANGE_NAME, t + 25, t + 95), device_row(ids, "void aten::mul_kernel", t + 41, t + 44),
+                   device_row(ids, "void aten::mul_kernel", t + 85, t + 89)]
         phases.append("backward")
     listed = EventList(events, use_device="cuda")
     listed._build_tree()  # what torch.profiler does before events() hands them out

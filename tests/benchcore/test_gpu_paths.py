@@ -13,7 +13,7 @@ from benchcore.measure.case import CaseSpec
 from benchcore.measure.gpu_clock import SLOWDOWNS, ClockReading, read_smi, slowdowns_of_mask, sm_clock, smi_command
 from benchcore.measure.timers import CudaEventTimer, L2Flush, timer_for
 from opbench.backends.torch.kineto import RANGE_NAME
-from rnnbench.profiler_table import markdown_table, parse_key_averages
+from rnnbench.profiler_table import markdown_table, parse_key_averages, totals
 from tests.cuda_fakes import FakeCuda, cuda_run
 
 EXECUTOR = "tests.benchcore.executors:execute"
@@ -29,9 +29,28 @@ def test_key_averages_keep_a_ranges_cpu_and_gpu_rows_apart():
     assert gpu["total_ms"] == 0 and gpu["device_total_ms"] == pytest.approx((2 * 28 + 2 * 70) / 1e3)
     # the forward ranges' kernels (backward's ran on another thread, under no range)
     assert cpu["device_total_ms"] == pytest.approx(2 * 5 / 1e3)
-    assert stats["void aten::mul_kernel [CUDA]"]["device_self_ms"] == pytest.approx(2 * 5 / 1e3)
+    assert stats["void aten::mul_kernel [CUDA]"]["device_self_ms"] == pytest.approx((2 * 5 + 2 * 7) / 1e3)
     assert stats["aten::mul"]["count"] == 6 and stats["aten::mul"]["device_self_ms"] == pytest.approx((2 * 5 + 2 * 7) / 1e3)
     assert "Device total" in markdown_table(stats)
+
+
+def test_profile_totals_count_each_kernel_once_and_ranges_sort_apart():
+    events, _ = cuda_run(calls=2)
+    stats = parse_key_averages(events.key_averages())
+    assert {name: e["kind"] for name, e in stats.items()} == {
+        RANGE_NAME: "range", f"{RANGE_NAME} [CUDA]": "range", "aten::mul": "operator",
+        "autograd::engine::evaluate_function: MulBackward0": "operator", "cudaLaunchKernel": "operator",
+        "cudaMemcpyAsync": "operator", "void aten::mul_kernel [CUDA]": "device"}
+    kernels_ms = (2 * 5 + 2 * 7) / 1e3
+    # summed over every row, the kernels count twice and the ranges' spans on top: 10x here
+    assert sum(e["device_self_ms"] for e in stats.values()) == pytest.approx(2 * kernels_ms + (2 * 28 + 2 * 70) / 1e3)
+    assert totals(stats) == pytest.approx({"device_ms": kernels_ms,
+                                           "host_self_ms": sum(e["self_ms"] for n, e in stats.items() if n != RANGE_NAME)})
+    text = markdown_table(stats, key="device_self_ms")
+    operators, caption, ranges, total = text.split("\n\n")
+    assert operators.splitlines()[2].startswith("| aten::mul ") and RANGE_NAME not in operators  # not the 196 us range
+    assert caption.startswith("Ranges (record_function") and ranges.splitlines()[2].startswith(f"| {RANGE_NAME} [CUDA] ")
+    assert total == f"Totals: host self {totals(stats)['host_self_ms']:.4g} ms, device 0.024 ms (each kernel once)"
 
 
 def test_a_failed_cuda_case_gets_a_fresh_worker_others_keep_theirs():

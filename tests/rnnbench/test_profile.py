@@ -346,7 +346,13 @@ def test_torch_profiler_on_cpu_writes_trace_and_tables(tmp_path, capsys, monkeyp
     assert stats["unit"] == "ms"
     entry = stats["stats"]["py.forward"]
     assert entry["count"] == 2 and entry["total_ms"] > 0 and entry["avg_ms"] == pytest.approx(entry["total_ms"] / 2)
-    assert "cudnn.backward" in written[2].read_text()
+    # the runners' record_function ranges are ranges, listed apart from the operators they hold
+    assert {name for name, e in stats["stats"].items() if e["kind"] == "range"} == {
+        "cudnn.forward", "cudnn.backward", "py.forward", "py.backward"}
+    assert stats["totals"]["device_ms"] == 0 and stats["totals"]["host_self_ms"] == pytest.approx(
+        sum(e["self_ms"] for e in stats["stats"].values() if e["kind"] == "operator"))
+    operators, ranges = written[2].read_text().split("Ranges (record_function")
+    assert "cudnn.backward" in ranges and "cudnn.backward" not in operators and "aten::" in operators
 
     # a second run in the same minute refuses before profiling, and leaves every file as it was
     before = {path: path.read_bytes() for path in written}
