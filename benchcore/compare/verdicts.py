@@ -44,6 +44,7 @@ import numpy as np
 
 from benchcore.compare import drift as drift_model
 from benchcore.compare.drift import Drift
+from benchcore.compare.sequential import LookedTests, Looks
 from benchcore.compare.tests import (
     TestResult,
     VariancePrior,
@@ -185,6 +186,8 @@ class Comparison:
     answer: Optional[object] = None
     #: the verdicts on instruction counts, when both reports hold them (benchcore.compare.count_verdicts)
     counts: Optional[object] = None
+    #: the looks of an A/B run that added rounds until decided (benchcore.compare.sequential)
+    looks: Optional[Looks] = None
 
     @property
     def summary(self) -> List[CategorySummary]:
@@ -257,6 +260,7 @@ class Comparison:
             "gate": self.gate,
             "answer": self.answer.to_dict() if self.answer is not None else None,
             "instructions": self.counts.to_dict() if self.counts is not None else None,
+            "sequential": self.looks.to_dict() if self.looks is not None else None,
         }
 
     def to_json(self) -> str:
@@ -325,7 +329,8 @@ def compare(base: Report, new: Report, suite: Optional[Suite] = None, threshold:
     quantities = [_quantity(m, c, b, n, result.prior, interleaved) for m, c, b, n in pairs]
     result.drift = drift_model.estimate(quantities, reference.of_report(base), reference.of_report(new), interleaved,
                                         threshold)
-    evidence = Evidence(threshold, alpha, result.prior, result.drift, paired=interleaved, pending=[])
+    result.looks = looks_of(base, new) if interleaved else None
+    evidence = Evidence(threshold, alpha, result.prior, result.drift, paired=interleaved, pending=[], looks=result.looks)
     judged = []
     for b, n, bt, nt, category in matched:
         shared = [m for m in METRICS if m in bt and m in nt]
@@ -347,6 +352,16 @@ def compare(base: Report, new: Report, suite: Optional[Suite] = None, threshold:
     return result
 
 
+def looks_of(base: Report, new: Report) -> Optional[Looks]:
+    """The schedule of looks both sides of an A/B run record (settings `sequential`), or None
+    (one look). Two sides that record different schedules were not one run: refused."""
+    schedules = [(report.settings or {}).get("sequential") for report in (base, new)]
+    if schedules[0] != schedules[1]:
+        raise UsageError("the two reports record different schedules of added rounds (settings.sequential): they "
+                         "are not the two sides of one A/B run; compare the base.json and new.json that ab wrote")
+    return Looks.from_dict(schedules[0])
+
+
 @dataclass(frozen=True)
 class Evidence:
     """What every metric's verdict is judged with: the effect threshold and significance level,
@@ -361,6 +376,9 @@ class Evidence:
     #: decisions waiting for the false-discovery adjustment over all quantities (compare() sets
     #: it); None: decide each quantity on its own p-value at once
     pending: Optional[list] = None
+    #: the looks of an A/B run that added rounds until its quantities were decided
+    #: (benchcore.compare.sequential); None: one look at all rounds, spending all of alpha
+    looks: Optional[Looks] = None
 
 
 def _log_variance(base: Measurement, new: Measurement, paired: bool) -> tuple:
@@ -383,11 +401,27 @@ def _quantity(metric: str, category: str, base: Measurement, new: Measurement, p
 
 
 def _test_on_rounds(base: Measurement, new: Measurement, prior: Optional[VariancePrior], paired: bool,
-                    offset: float = 0.0, offset_variance: float = 0.0):
-    """The paired t-test for rounds that ran side by side, else the two-sample one."""
-    if _pairs(base, new, paired):
-        return paired_t_on_logs(base.round_medians, new.round_medians, prior, offset, offset_variance)
-    return t_on_logs(base.round_medians, new.round_medians, prior, offset, offset_variance)
+                    offset: float = 0.0, offset_variance: float = 0.0, rounds: Optional[int] = None):
+    """The paired t-test for rounds that ran side by side, else the two-sample one; on the first
+    `rounds` rounds a side when given (a look of a sequential A/B run)."""
+    x, y = base.round_medians[:rounds], new.round_medians[:rounds]
+    if _pairs(base, new, paired) or (paired and rounds is not None and len(x) == len(y) >= 2):
+        return paired_t_on_logs(x, y, prior, offset, offset_variance)
+    return t_on_logs(x, y, prior, offset, offset_variance)
+
+
+def _looked_tests(bm: Measurement, nm: Measurement, evidence: Evidence, offset: float,
+                  offset_variance: float) -> LookedTests:
+    """The quantity's test at each look it had: with `evidence.looks`, at every point of the
+    schedule its rounds reached, each spending its share of alpha; else one look at all rounds."""
+    rounds = min(bm.round_count, nm.round_count)
+    if evidence.looks is None:
+        looks = [(None, evidence.alpha)]
+    else:
+        looks = evidence.looks.at(rounds, evidence.alpha) or evidence.looks.shares(evidence.alpha)[:1]
+    return LookedTests(tuple((n, share, _test_on_rounds(bm, nm, evidence.prior, evidence.paired, offset, offset_variance,
+                                                        n if evidence.looks is not None else None))
+                             for n, share in looks))
 
 
 def _pairs(base: Measurement, new: Measurement, paired: bool) -> bool:
@@ -550,8 +584,9 @@ def _compare_rounds(metric: str, category: str, bm: Measurement, nm: Measurement
         result.ratio_vs_machine = result.ratio / math.exp(offset)
     if _not_measurable(result, nm.center - bm.center, resolution, evidence.threshold):
         return result
-    test = _test_on_rounds(bm, nm, evidence.prior, evidence.paired, offset, offset_variance + scatter ** 2)
-    result.p_value, result.test_method = test.p_value, test.method
+    looked = _looked_tests(bm, nm, evidence, offset, offset_variance + scatter ** 2)
+    test = looked.last
+    result.p_value, result.test_method = looked.p_value(evidence.alpha), test.method
     result.ratio_low, result.ratio_high = test.ratio_ci95
     parts = [f"{bm.round_count} vs {nm.round_count} rounds" + (", paired as they ran" if _pairs(bm, nm, evidence.paired) else ""),
              f"between-round spread {_spread_pct(bm)} vs {_spread_pct(nm)}"]
@@ -562,7 +597,10 @@ def _compare_rounds(metric: str, category: str, bm: Measurement, nm: Measurement
         parts.append(f"machine drift {percent_change(math.exp(offset))}" + (f" ({group.name})" if group else "") + " divided out")
     if scatter > 0:
         parts.append(f"±{scatter * 100:.1f}% scatter between the sweeps added")
-    _judge(result, evidence, "; ".join(parts), "t-test on log round medians", _bimodal(result, bm, nm, evidence), test)
+    if len(looked.looks) > 1:
+        parts.append(f"{len(looked.looks)} looks (at {', '.join(str(n) for n, _s, _t in looked.looks)} rounds), "
+                     "p the sequential p-value over them")
+    _judge(result, evidence, "; ".join(parts), "t-test on log round medians", _bimodal(result, bm, nm, evidence), looked)
     return result
 
 
@@ -605,13 +643,13 @@ def _bimodal(result: MetricComparison, bm: Measurement, nm: Measurement, evidenc
 
 
 def _judge(result: MetricComparison, evidence: Evidence, why: str, test_name: str, clear: Optional[int] = None,
-           test: Optional[TestResult] = None) -> None:
+           looked: Optional[LookedTests] = None) -> None:
     """Decide now on the p-value alone, or leave the decision for compare() to take once every
     quantity's p-value is known (the false-discovery adjustment needs them all). `clear`: for a
-    bimodal quantity, the direction a change must have beyond both speeds to be called; `test`:
-    the test on rounds, whose interval decides `same` and whose precision the claims rest on."""
+    bimodal quantity, the direction a change must have beyond both speeds to be called; `looked`:
+    the tests on rounds, whose intervals decide `same` and whose precision the claims rest on."""
     decide = functools.partial(_decide, result, evidence.threshold, evidence.alpha, why, test_name, clear=clear,
-                               test=test)
+                               looked=looked)
     if evidence.pending is None:
         decide()
     else:
@@ -637,7 +675,7 @@ def decide_pending(pending: list) -> None:
 
 def _decide(result: MetricComparison, threshold: float, alpha: float, evidence: str, test_name: str,
             adjusted: Optional[Tuple[float, int]] = None, *, clear: Optional[int] = None,
-            test: Optional[TestResult] = None) -> None:
+            looked: Optional[LookedTests] = None) -> None:
     """Set verdict and reason from the judged ratio, its interval and the test's p-value (its
     q-value, when `adjusted` is (q-value, how many quantities were judged together)).
 
@@ -645,20 +683,21 @@ def _decide(result: MetricComparison, threshold: float, alpha: float, evidence: 
     is called by Benjamini–Hochberg whatever the other quantities do, so the claim holds for a
     lone change as for many."""
     family = adjusted[1] if adjusted is not None else 1
-    if test is not None:
-        result.detectable_ratio = test.detectable_ratio(alpha / family, CLAIM_POWER, math.log1p(threshold))
+    level = alpha / family if looked is None else looked.last_share / family  # what the last look may spend
+    if looked is not None:
+        result.detectable_ratio = looked.last.detectable_ratio(level, CLAIM_POWER, math.log1p(threshold))
     direction = _beyond(result.judged_ratio, threshold)
     change = percent_change(result.judged_ratio)
     significance = result.p_value if adjusted is None else adjusted[0]
     stated = (f"p={result.p_value:.3g}" if adjusted is None else
               f"p={result.p_value:.3g}, q={adjusted[0]:.3g} over {adjusted[1]} quantities (Benjamini–Hochberg)")
-    interval, level = _same_interval(result, test, alpha)
+    interval, interval_name = _same_interval(result, looked, alpha, threshold)
     if direction != 0 and significance < alpha:
         result.verdict = {1: "slower", -1: "faster"}[direction]
         result.reason = f"change {change}, {test_name} {stated} < {alpha:g} ({evidence})"
     elif _inside(interval, threshold):
         result.verdict = "same"
-        result.reason = (f"change {change}; its {level} interval {percent_change(interval[0])} to "
+        result.reason = (f"change {change}; its {interval_name} interval {percent_change(interval[0])} to "
                          f"{percent_change(interval[1])} lies within ±{threshold * 100:g}% ({evidence})")
     else:
         result.verdict = "undecided"
@@ -667,9 +706,9 @@ def _decide(result: MetricComparison, threshold: float, alpha: float, evidence: 
         elif interval is None:
             why = f"change {change}, but without an interval nothing establishes `same`"
         else:
-            why = (f"change {change}, but its {level} interval {percent_change(interval[0])} to "
+            why = (f"change {change}, but its {interval_name} interval {percent_change(interval[0])} to "
                    f"{percent_change(interval[1])} reaches beyond ±{threshold * 100:g}%")
-        result.reason = f"{why}; {_what_would_decide(result, test, threshold, alpha / family)} ({evidence})"
+        result.reason = f"{why}; {_what_would_decide(result, looked, threshold, level)} ({evidence})"
     if result.bimodal is not None:
         _judge_bimodal(result, clear)
 
@@ -681,23 +720,27 @@ def _inside(interval: Optional[Tuple[float, float]], threshold: float) -> bool:
         interval[1], threshold)
 
 
-def _same_interval(result: MetricComparison, test: Optional[TestResult], alpha: float) -> tuple:
-    """The interval of the judged ratio that `same` must lie in, and its name: on rounds the
-    (1 - 2·alpha) interval of the test (TOST at alpha); on one process the bounds of the two
-    medians' 95% intervals; (None, "") without either."""
-    if test is not None and test.log_change is not None:
-        return test.interval(alpha), f"{(1 - 2 * alpha) * 100:g}%"
+def _same_interval(result: MetricComparison, looked: Optional[LookedTests], alpha: float, threshold: float) -> tuple:
+    """The interval of the judged ratio that `same` rests on, and its name: on rounds the first
+    look's (1 - 2·share) interval that lies within the margin (TOST at the look's share of alpha),
+    else the last look's; on one process the bounds of the two medians' 95% intervals; (None, "")
+    without either."""
+    if looked is not None and looked.intervals():
+        intervals = looked.intervals()
+        interval, share = next(((i, s) for i, s in intervals if _inside(i, threshold)), intervals[-1])
+        return interval, f"{(1 - 2 * share) * 100:.4g}%"
     if result.ratio_low is not None:
         return (result.ratio_low, result.ratio_high), "95%"
     return None, ""
 
 
-def _what_would_decide(result: MetricComparison, test: Optional[TestResult], threshold: float, level: float) -> str:
+def _what_would_decide(result: MetricComparison, looked: Optional[LookedTests], threshold: float, level: float) -> str:
     """For an undecided quantity: the smallest change it could have shown, and what would decide
     it (more rounds, or counting instructions)."""
     said = []
     if result.detectable_ratio is not None:
         said.append(f"it could have shown slowdowns of {percent_change(result.detectable_ratio)} and more")
+    test = looked.last if looked is not None else None
     if test is not None and result.basis == "rounds":
         result.rounds_to_decide = _rounds_to_decide(test, min(result.rounds_base, result.rounds_new), threshold, level)
     if result.rounds_to_decide is not None and result.rounds_to_decide <= PRACTICAL_ROUNDS:
