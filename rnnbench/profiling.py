@@ -61,13 +61,14 @@ def prepare_output_dir(path) -> Path:
 # Which profiler, and may it run here
 
 
-def compute_capability() -> Optional[Tuple[int, int]]:
-    """The current GPU's compute capability, None without CUDA."""
+def compute_capability(device: str = "cuda") -> Optional[Tuple[int, int]]:
+    """The compute capability of the GPU `device` names ("cuda": the current one, "cuda:N": the
+    N-th, not device 0 where GPUs differ), None without CUDA."""
     import torch
 
     if not torch.cuda.is_available():
         return None
-    return tuple(torch.cuda.get_device_capability())
+    return tuple(torch.cuda.get_device_capability(torch.device(device)))
 
 
 def default_profiler(device: str, which: Callable[[str], Optional[str]] = shutil.which) -> str:
@@ -182,7 +183,7 @@ def inner_command(options: Dict[str, object], runners: Sequence[str]) -> List[st
 
 def external_profile(tool_name: str, output_dir: Path, runners: Sequence[str], sizes: Dict[str, int],
                      options: Dict[str, object], overwrite: bool = False,
-                     capability: Callable[[], Optional[Tuple[int, int]]] = compute_capability,
+                     capability: Callable[[str], Optional[Tuple[int, int]]] = compute_capability,
                      now: Optional[datetime.datetime] = None, run=None) -> ExternalProfile:
     """Re-run the internal loop under nsys or nvprof; the report lands in output_dir.
 
@@ -195,7 +196,7 @@ def external_profile(tool_name: str, output_dir: Path, runners: Sequence[str], s
     if not device.startswith("cuda"):
         raise UsageError(f"--profiler {tool.name} traces CUDA kernels and NVTX ranges, and --device {device} has none "
                          "(its report would be empty); use --profiler torch for a CPU profile")
-    external.check_supported(tool, capability())
+    external.check_supported(tool, capability(device))
     executable = external.find_tool(tool, alternative="--profiler torch")
     folder = prepare_output_dir(output_dir)
     output = Path(str(output_base(folder, runners, sizes, now)) + tool.extension)
