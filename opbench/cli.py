@@ -344,9 +344,13 @@ def run_ab(backend, args, argv: List[str], device: str) -> int:
 
     pythons = ab.plan(args, backend.suite)
     job, plan = _job(backend, args, device, ab.checkpoint_path(args), pythons)
-    measured = sweep.measure(job, run_plan_from(args, ab=True), PROG, argv, _environment_extra(backend, args))
-    reports = {side: build_report(args, plan, job, environment, results, {}, side)
-               for side, (environment, results) in measured.items()}
+
+    def reports_of(measured):
+        return {side: build_report(args, plan, job, environment, results, {}, side)
+                for side, (environment, results) in measured.items()}
+
+    reports = ab.measure(backend.suite, job, run_plan_from(args, ab=True), args, argv,
+                         _environment_extra(backend, args), reports_of)
     ab.warn_code_paths(PROG, reports)
     status = ab.finish(backend.suite, reports, args)
     sweep.remove_checkpoint(job.checkpoint)

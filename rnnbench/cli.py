@@ -386,13 +386,17 @@ def _ab(args, argv: Sequence[str]) -> int:
     _check_bench_args(args)
     pythons = ab.plan(args, SUITE)
     job, all_specs = _job(args, ab.checkpoint_path(args), pythons)
-    measured = sweep.measure(job, core_cli.run_plan_from(args, ab=True), PROG, argv, _environment_extra(args))
-    reports = {side: _report(args, job, all_specs, environment, results, side)
-               for side, (environment, results) in measured.items()}
+
+    def reports_of(measured):
+        return {side: _report(args, job, all_specs, environment, results, side)
+                for side, (environment, results) in measured.items()}
+
+    reports = ab.measure(SUITE, job, core_cli.run_plan_from(args, ab=True), args, argv, _environment_extra(args),
+                         reports_of)
     ab.warn_code_paths(PROG, reports)
-    for side, (_environment, results) in measured.items():
-        _err(f"{side}:\n" + bench.console_table(results, sep=args.sep))
-        _report_problems(results)
+    for side, report in reports.items():
+        _err(f"{side}:\n" + bench.console_table(report.results, sep=args.sep))
+        _report_problems(report.results)
     status = ab.finish(SUITE, reports, args)
     sweep.remove_checkpoint(job.checkpoint)
     return status

@@ -118,3 +118,71 @@ def test_two_reports_with_different_schedules_are_not_one_ab_run():
     assert looks_of(a, a) == LOOKS and looks_of(Report("opbench"), Report("opbench")) is None
     with pytest.raises(UsageError, match="different schedules of added rounds"):
         looks_of(a, b)
+
+
+# --------------------------------------------------------------------------- the A/B run's added rounds
+
+def _case(name, base_medians, new_medians):
+    from benchcore.measure.case import CaseSpec
+    from benchcore.measure.measurement import Measurement
+    from benchcore.report.model import CaseResult
+
+    spec = CaseSpec("opbench", name, {"op": name, "category": "unary", "inputs": {}})
+    return [CaseResult(spec, "ok", {"forward": Measurement.from_rounds([[m, m] for m in medians]).to_dict()})
+            for medians in (base_medians, new_medians)]
+
+
+def _reports(cases):
+    env = {"python": "3.11", "cpu_model": "Test CPU", "cpu_count": 2}
+    return {side: Report("opbench", dict(env, ab_side=side), {}, [pair[i] for pair in cases])
+            for i, side in enumerate(("base", "new"))}
+
+
+def _asker(cases, rounds=3, horizon=7, budget=("x", 2.0), planned_s=10.0):
+    from types import SimpleNamespace
+
+    from benchcore.cli.ab import AddedRounds
+    from benchcore.suite import Suite
+
+    said = []
+    args = SimpleNamespace(threshold=5.0, alpha=ALPHA, budget=budget)
+    asker = AddedRounds(Suite("opbench"), args, Looks(3, 2, horizon), lambda measured: _reports(cases), 3, said.append)
+    asker.rounds, asker.started = rounds, asker.started - planned_s
+    return asker, said
+
+
+def test_only_the_cases_with_an_undecided_quantity_get_more_rounds():
+    cases = [_case("slower", [1.0, 1.01, 0.99], [2.0, 2.03, 1.97]),     # decided: slower
+             _case("same", [1.0, 1.001, 0.999], [1.0, 1.0015, 0.9995]),  # decided: same within 5%
+             _case("open", [1.0, 1.3, 0.8], [1.05, 1.1, 1.0])]           # undecided
+    asker, said = _asker(cases)
+    assert [spec.name for spec in asker({})] == ["open"]
+    assert asker.rounds == 5 and said == ["1 of 3 quantities undecided after 3 rounds a side: adding 2 rounds a side "
+                                          "to their 1 case(s)"]
+
+
+def test_the_horizon_and_the_budget_stop_the_added_rounds():
+    cases = [_case("open", [1.0, 1.3, 0.8], [1.05, 1.1, 1.0])]
+    asker, said = _asker(cases, rounds=7, horizon=7)
+    assert asker({}) == [] and said[-1].endswith("--max-rounds 7 reached")
+    asker, said = _asker(cases, budget=("s", 1.0))  # a step of 1 case costs ~6.7 s at 10 s for 3 case-rounds
+    assert asker({}) == [] and said[-1].endswith("--budget 1 s spent")
+    asker, said = _asker([_case("same", [1.0, 1.001, 0.999], [1.0, 1.0015, 0.9995])])
+    assert asker({}) == [] and said == []  # nothing left to decide: nothing said
+
+
+def test_budget_and_max_rounds_are_read_or_refused_in_one_line():
+    import argparse
+    from types import SimpleNamespace
+
+    from benchcore.cli.ab import budget, looks_for
+
+    assert budget("2x") == ("x", 2.0) and budget("600") == ("s", 600.0) and budget("0") == ("s", 0.0)
+    for bad in ("-1", "nan", "soon", "inf"):
+        with pytest.raises(argparse.ArgumentTypeError, match="is not a budget"):
+            budget(bad)
+    assert looks_for(SimpleNamespace(rounds=3, max_rounds=None, budget=("x", 2.0))) == Looks(3, 2, 13)
+    assert looks_for(SimpleNamespace(rounds=3, max_rounds=9, budget=("s", 0.0))) is None  # today's ab
+    assert looks_for(SimpleNamespace(rounds=1, max_rounds=None, budget=("x", 2.0))) is None  # counted ab: one round
+    with pytest.raises(UsageError, match="--max-rounds 2 is below --rounds 3"):
+        looks_for(SimpleNamespace(rounds=3, max_rounds=2, budget=("x", 2.0)))
