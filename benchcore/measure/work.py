@@ -21,7 +21,7 @@ with the reason, never 0. The suites map their operators to these families
 from __future__ import annotations
 
 from dataclasses import dataclass
-from math import prod
+from math import log2, prod
 from typing import Dict, Iterable, Optional, Sequence, Tuple
 
 FORWARD, BACKWARD = "forward", "backward"
@@ -213,6 +213,12 @@ def pointwise(elements: int, ops: int = 1, gradients: int = 1) -> Flops:
 def reduction(elements: int) -> Flops:
     """One operation per input element; the backward spreads the head over the input (one each)."""
     return Flops(elements, elements)
+
+
+def comparison_sort(elements: int, length: int) -> Flops:
+    """A comparison sort of rows of `length`: about log2(length) comparisons an element; its
+    backward scatters the head gradient back, which no formula here counts."""
+    return Flops(int(elements * max(1.0, log2(length))), None, "no backward formula for a sort")
 
 
 def pooling(output_elements: int, window: int) -> Flops:

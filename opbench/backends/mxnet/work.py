@@ -11,7 +11,7 @@ form with those inputs; their outputs are the arrays they update.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from math import log2, prod
+from math import prod
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from benchcore.measure import work as W
@@ -242,8 +242,7 @@ def _pooling(case: Case) -> Flops:
 def _sort(case: Case) -> Flops:
     data = case.first("data").shape
     axis = case.params.get("axis", -1)
-    length = prod(data) if axis is None else data[axis]
-    return W.Flops(int(prod(data) * max(1.0, log2(length))), None, "no backward formula for a sort")
+    return W.comparison_sort(prod(data), prod(data) if axis is None else data[axis])
 
 
 def _pointwise(ops: int = 1) -> Callable[[Case], Flops]:
@@ -293,10 +292,11 @@ _SOFTMAX = ("softmax", "log_softmax", "softmin", "Softmax", "SoftmaxOutput", "So
             "softmax_cross_entropy")
 _NORMS = ("BatchNorm", "BatchNorm_v1", "LayerNorm", "InstanceNorm", "GroupNorm", "L2Normalization")
 _REDUCTIONS = ("sum", "mean", "prod", "max", "min", "nansum", "nanprod", "norm", "sum_axis", "max_axis", "min_axis",
-               "argmax", "argmin", "argmax_channel", "multi_sum_sq", "all_finite", "multi_all_finite", "moments")
+               "argmax", "argmin", "argmax_channel", "multi_sum_sq", "all_finite", "multi_all_finite", "moments",
+               "cumsum")
 _POINTWISE_CATEGORIES = ("unary", "rounding", "binary_broadcast", "binary_elemwise", "activation")
 _POINTWISE = ("clip", "smooth_l1", "hard_sigmoid", "LinearRegressionOutput", "LogisticRegressionOutput",
-              "MAERegressionOutput", "SVMOutput", "SequenceMask", "where", "khatri_rao", "cumsum",
+              "MAERegressionOutput", "SVMOutput", "SequenceMask", "khatri_rao",
               "IdentityAttachKLSparseReg", "multi_lars", "choose_element_0index", "LRN")
 #: derivatives that read nothing but the head gradient
 _CONSTANT_DERIVATIVE = ("broadcast_add", "broadcast_plus", "broadcast_sub", "broadcast_minus", "elemwise_add",
@@ -321,7 +321,7 @@ MOVEMENT = "data movement: no arithmetic; bytes are its measure"
 #: has no formula here, and why
 NO_FORMULA_OPS = {
     **{name: MOVEMENT for name in ("Custom", "MakeLoss", "squeeze", "SequenceLast", "SequenceReverse", "cast_storage",
-                                   "reset_arrays", "fill_element_0index", "im2col", "col2im", "Embedding", "scatter_nd",
+                                   "reset_arrays", "fill_element_0index", "where", "im2col", "col2im", "Embedding", "scatter_nd",
                                    "linalg_extractdiag", "linalg_extracttrian", "linalg_makediag", "linalg_maketrian")},
     **{name: "interpolation: no FLOP formula for its sampling grid" for name in
        ("BilinearSampler", "GridGenerator", "SpatialTransformer", "UpSampling", "ROIPooling")},
