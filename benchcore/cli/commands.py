@@ -21,9 +21,11 @@ from benchcore.cli.options import (
     emit,
     load_report,
     percent,
+    positive_int,
     render_report,
     run_main,
 )
+from benchcore.compare.count_verdicts import FUNCTIONS
 from benchcore.errors import UsageError
 from benchcore.report.model import Report
 from benchcore.suite import Suite
@@ -55,6 +57,9 @@ def add_gate_arguments(p) -> None:
                    help="significance level of the test behind a verdict (default 0.05)")
     p.add_argument("--fail-above", type=percent, default=None, metavar="PCT",
                    help="CI gate: exit 1 when any case is judged slower by more than PCT percent, or broke")
+    p.add_argument("--functions", type=positive_int, default=FUNCTIONS, metavar="N",
+                   help="counted comparisons: the functions the Markdown lists per changed quantity, those that "
+                        f"explain most of its change (default {FUNCTIONS})")
 
 
 def build_parser(suite: str) -> ArgumentParser:
@@ -116,7 +121,7 @@ def _compare(suite: Suite, args) -> int:
     result = judge(suite, base, new, args, sources=(args.base, args.new))
     text = comparison_text(result, args.format, args.output, args.plot)
     emit(text, args.output, args.overwrite)
-    if args.output or args.format != "md":  # the Markdown on stdout ends with the answer already
+    if args.output or args.format != "md":  # the Markdown on stdout opens with the answer
         for line in result.answer.lines():
             print(f"{suite.name}: {line}", file=sys.stderr)
     return report_gate(suite.name, result.gate) if result.gate is not None else 0
@@ -135,7 +140,7 @@ def judge(suite: Suite, base: Report, new: Report, args, sources=(None, None), a
                          "give e.g. --margin 5")
     result = compare(base, new, suite, threshold=args.threshold / 100, alpha=args.alpha, allow_env_mismatch=allowed)
     result.base_source, result.new_source = sources
-    count_verdicts.attach(result, base, new)
+    count_verdicts.attach(result, base, new, args.functions)
     if args.fail_above is not None:
         if not result.cases and not count_verdicts.judged(result):  # a gate that compared nothing must not pass
             raise UsageError("no case was measured in both reports, so --fail-above has nothing to gate; "

@@ -69,8 +69,11 @@ def _header(c: Comparison) -> list:
                    if g.get("build_wide_slowdown_pct") is not None else [])
         out += [f"- gate (--fail-above {g['fail_above_pct']:g}%): " + ("**passed**" if g["passed"] else
                 f"**failed** — {', '.join(failing)}")]
-    out += [""] + [BASIS_NOTES[b] for b in c.bases] + ([""] if c.bases else [])
-    return out + _drift_section(c)
+    return out + [""]
+
+
+def _basis_notes(c: Comparison) -> list:
+    return [BASIS_NOTES[b] for b in c.bases] + ([""] if c.bases else [])
 
 
 def _drift_section(c: Comparison) -> list:
@@ -102,7 +105,8 @@ def _drift_section(c: Comparison) -> list:
 
 
 def comparison_markdown(comparison: Comparison, chart_links: str = "") -> str:
-    """The Markdown view of a Comparison (tables in GitHub style)."""
+    """The Markdown view of a Comparison (tables in GitHub style): the answer first, then the
+    evidence (drift, summary, cases, counts) that a reader checks it against."""
     from tabulate import tabulate
 
     def table(rows, headers):
@@ -110,13 +114,37 @@ def comparison_markdown(comparison: Comparison, chart_links: str = "") -> str:
 
     c = comparison
     out = _header(c)
+    if c.answer is not None:
+        out += ["## Answer", ""] + [f"- {line}" for line in c.answer.lines(limit=None)] + [""]
+    out += _basis_notes(c) + _drift_section(c)
     if c.env_differences:
         out += ["## Environment differences", ""]
         if c.env_mismatch_allowed:
             out += ["Compared anyway (--allow-env-mismatch): timings may differ for these reasons.", ""]
         out += [table([[d["key"], _env_value(d["base"]), _env_value(d["new"])] for d in c.env_differences],
                       ["Key", "Base", "New"]), ""]
-    out += ["## Summary", ""]
+    if c.cases or c.counts is None:
+        out += _timed_sections(c, table)
+    if c.counts is not None:
+        from benchcore.views import count_comparison
+
+        out += count_comparison.markdown(c.counts)
+    for title, items in (("Only in base", c.only_in_base), ("Only in new", c.only_in_new)):
+        if items:
+            out += [f"## {title} ({len(items)})", ""]
+            out += [table([[i["label"], i["status"]] for i in items], ["Case", "Status"]), ""]
+    if c.unmeasured:
+        out += [f"## Not measured on both sides ({len(c.unmeasured)})", ""]
+        out += [table([[i["label"], i["reason"]] for i in c.unmeasured], ["Case", "Why"]), ""]
+    if chart_links:
+        out += [chart_links.rstrip(), ""]
+    return "\n".join(out)
+
+
+def _timed_sections(c: Comparison, table) -> list:
+    """The summary per category and the table of timed quantities (left out of a comparison
+    judged on counts alone, where they would be empty)."""
+    out = ["## Summary", ""]
     rows = [[s.category, s.cases, fmt_ms(s.geomean_ratio), percent_change(s.geomean_ratio)]
             + [s.counts[v] for v in VERDICTS] + [percent_change(s.median_detectable_ratio)] for s in c.summary]
     out += [table(rows, ["Category", "Cases", "Geomean ratio", "Change", *VERDICTS, "Detectable slowdown"]), ""]
@@ -139,20 +167,4 @@ def comparison_markdown(comparison: Comparison, chart_links: str = "") -> str:
     drifted = c.drift is not None and c.drift.removes_anything
     headers = ["Case", "Category", "Metric", "Base (ms)", "New (ms)", "Ratio",
                "Change vs machine" if drifted else "Change", "p", "Verdict", "Evidence", "Why undecided"]
-    out += [table(rows, headers) if rows else "No case measured in both reports.", ""]
-    if c.counts is not None:
-        from benchcore.compare.count_verdicts import markdown as counts_markdown
-
-        out += counts_markdown(c.counts)
-    for title, items in (("Only in base", c.only_in_base), ("Only in new", c.only_in_new)):
-        if items:
-            out += [f"## {title} ({len(items)})", ""]
-            out += [table([[i["label"], i["status"]] for i in items], ["Case", "Status"]), ""]
-    if c.unmeasured:
-        out += [f"## Not measured on both sides ({len(c.unmeasured)})", ""]
-        out += [table([[i["label"], i["reason"]] for i in c.unmeasured], ["Case", "Why"]), ""]
-    if chart_links:
-        out += [chart_links.rstrip(), ""]
-    if c.answer is not None:
-        out += ["## Answer", ""] + [f"- {line}" for line in c.answer.lines(limit=None)] + [""]
-    return "\n".join(out)
+    return out + [table(rows, headers) if rows else "No case measured in both reports.", ""]
