@@ -29,9 +29,11 @@ from frameworks import cache
 
 KIND = "opbench-roofs"
 FRAMEWORKS = ("torch", "mxnet")
-#: the dtypes whose peak is measured, and the GEMM's size: n^3 large enough that a call lasts
-#: a tenth of a second or more on a core, small enough that the probe stays within seconds
-MEASURED = {"float32": 2048, "float64": 1536}
+#: the dtypes whose peak is measured, and the GEMMs' sizes: n^3 large enough that a call lasts
+#: tens of milliseconds or more on a core, small enough that the probe stays within seconds; the
+#: best of two sizes, since a BLAS's blocking can favour either, and one size timed while the
+#: machine was busy would put the roof under what a case then reaches
+MEASURED = {"float32": (1024, 2048), "float64": (768, 1536)}
 #: dtypes a report may hold that have no peak measured here
 NOT_MEASURED = {dtype: f"no peak measured for {dtype}: the roof probes take float32 and float64 only"
                 for dtype in ("float16", "bfloat16", "int8", "uint8", "int32", "int64")}
@@ -62,6 +64,11 @@ def gemm_call(framework: str, dtype: str, n: int, device: str) -> Tuple[Callable
     out = torch.empty(n, n, dtype=getattr(torch, dtype), device=device)
     sync = (lambda: torch.cuda.synchronize(device)) if device.startswith("cuda") else (lambda: None)
     return lambda: torch.mm(a, b, out=out), sync
+
+
+def _rate_args(framework: str, dtype: str, n: int, device: str) -> tuple:
+    call, sync = gemm_call(framework, dtype, n, device)
+    return call, n, sync
 
 
 def device_add_rate(device: str) -> Callable[[int], float]:
@@ -122,18 +129,17 @@ def take(framework: str, device: str, threads: Optional[int], fingerprint: str) 
         import torch
 
         torch.set_num_threads(threads)
-    sizes = {dtype: TINY_GEMM_N for dtype in MEASURED} if tiny() else MEASURED
+    sizes = {dtype: (TINY_GEMM_N,) for dtype in MEASURED} if tiny() else MEASURED
     flops: Dict[str, Optional[float]] = {}
-    for dtype, n in sizes.items():
-        call, sync = gemm_call(framework, dtype, n, device)
-        flops[dtype] = R.gemm_rate(call, n, sync)
+    for dtype, ns in sizes.items():
+        flops[dtype] = max(R.gemm_rate(*_rate_args(framework, dtype, n, device)) for n in ns)
     on_device = device.startswith("cuda")
     caches = {"L1": None, "L2": device_spec(device)["l2_bytes"], "LLC": None} if on_device else R.cache_sizes()
     rate = device_add_rate(device) if on_device else R.add_rate
     working_sets = [s for s in R.working_sets(caches) if s <= TINY_LARGEST] if tiny() else R.working_sets(caches)
     curve = R.bandwidth_curve(working_sets, rate)
     return R.Roofs(framework=framework, device=device, threads=threads, fingerprint=fingerprint, flops_per_s=flops,
-                   flops_reasons=dict(NOT_MEASURED), gemm_n=max(sizes.values()), bandwidth=curve,
+                   flops_reasons=dict(NOT_MEASURED), gemm_n=max(max(ns) for ns in sizes.values()), bandwidth=curve,
                    cache_bytes=caches, taken_at=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
                    took_s=time.perf_counter() - started, spec=device_spec(device) if on_device else None)
 

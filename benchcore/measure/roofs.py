@@ -54,6 +54,7 @@ class Roofs:
     #: FLOP/s per dtype; None with the reason in flops_reasons
     flops_per_s: Dict[str, Optional[float]]
     flops_reasons: Dict[str, str]
+    #: the largest probe GEMM's n (the peak is the best rate of the sizes the probe takes)
     gemm_n: int
     bandwidth: List[Point]
     #: cache sizes the plateaus were cut at (bytes), None where the machine does not say
