@@ -1,4 +1,5 @@
-"""MXNet's adapter: its environment block (version, build features, GPUs, its thread variables)."""
+"""MXNet's adapter: its environment block (version, build features, GPUs, cuDNN autotuning, its
+thread variables)."""
 
 from __future__ import annotations
 
@@ -103,14 +104,17 @@ def thread_settings() -> dict:
     return {"threads_env": {name: os.environ.get(name) for name in THREAD_VARIABLES}}
 
 
+#: MXNet's cuDNN autotuning (0 off, 1 limited workspace, 2 fastest; unset: 1): convolutions time
+#: their algorithms on first use, which changes GPU figures; recorded in the `mxnet` block
+CUDNN_AUTOTUNE_VARIABLE = "MXNET_CUDNN_AUTOTUNE_DEFAULT"
 #: the cached build record's kind (frameworks.cache): {"version", "features"[, "reason"]}
 BUILD_KIND = "mxnet-build-1"
 
 
 def mxnet_info() -> dict:
-    """The `mxnet` block: version, build features and GPUs. The version and features are read
-    from this build's cached record where one exists (frameworks.cache, named by build_name), so
-    a sweep's parent process need not import MXNet; the GPU count is the machine's, asked of
+    """The `mxnet` block: version, build features, GPUs and MXNET_CUDNN_AUTOTUNE_DEFAULT (None:
+    unset). The version and features are read from this build's cached record where one exists
+    (frameworks.cache, named by build_name), so a sweep's parent process need not import MXNet; the GPU count is the machine's, asked of
     MXNet only where the build has CUDA (a CPU build sees none)."""
     name = build_name()
     path = cache.root() / f"mxnet-build-{name}.json" if name else None
@@ -121,7 +125,7 @@ def mxnet_info() -> dict:
             cache.write(path, BUILD_KIND, build)
     if build.get("version") is None:
         return build
-    return {**build, "gpus": _gpus(build.get("features"))}
+    return {**build, "gpus": _gpus(build.get("features")), "cudnn_autotune_env": os.environ.get(CUDNN_AUTOTUNE_VARIABLE)}
 
 
 def _build_record() -> dict:

@@ -1,4 +1,4 @@
-"""PyTorch's adapter: its environment block (version, threads, CUDA, TF32 settings, GPU) and
+"""PyTorch's adapter: its environment block (version, threads, CUDA, TF32 and cuDNN settings, GPU) and
 --flush-denormal through torch.set_flush_denormal, for every suite that runs torch."""
 
 from __future__ import annotations
@@ -45,6 +45,10 @@ def torch_info() -> dict:
         "float32_matmul_precision": _legacy_read(torch.get_float32_matmul_precision),
         "cudnn_allow_tf32": _legacy_read(lambda: bool(torch.backends.cudnn.allow_tf32)),
         "fp32_precision": _fp32_precision(torch),
+        # cuDNN's autotuner picks each convolution's / RNN's algorithm by timing them on first use
+        # (benchmark True) or by heuristics; deterministic rules some fast ones out
+        "cudnn_benchmark": bool(torch.backends.cudnn.benchmark),
+        "cudnn_deterministic": bool(torch.backends.cudnn.deterministic),
     }
     if torch.cuda.is_available():
         index = torch.cuda.current_device()

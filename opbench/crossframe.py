@@ -208,7 +208,7 @@ class CrossframeSweep:
                   file=sys.stderr)
         print(f"{PROG}: wrote " + ", ".join(str(p) for p in written), file=sys.stderr)
 
-    def announce_sides(self, request, measured) -> None:
+    def announce_sides(self, request, reports) -> None:
         """crossframe has no `ab`."""
 
 

@@ -89,7 +89,7 @@ class OperatorSweep:
     def summarize(self, request, report, written: List[Path], started: float) -> None:
         """Nothing from the library; the command line prints (opbench.cli.OperatorCommand)."""
 
-    def announce_sides(self, request, measured) -> None:
+    def announce_sides(self, request, reports) -> None:
         """Nothing per side: `ab` prints the comparison."""
 
 

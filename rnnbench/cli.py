@@ -260,10 +260,10 @@ class RunnerCommand(RunnerSweep):
         for fmt in stdout_formats:  # one at most, never with --print-json (check_stdout)
             sys.stdout.write(_render(report, fmt, [path for path in written if path.suffix == ".png"]))
 
-    def announce_sides(self, request: RunnerRequest, measured) -> None:
-        for side, (_environment, results) in measured.items():
-            _err(f"{side}:\n" + views.console_table(results, sep=request.sep))
-            _report_problems(results)
+    def announce_sides(self, request: RunnerRequest, reports) -> None:
+        for side, report in reports.items():
+            _err(f"{side}:\n" + views.console_table(report.results, sep=request.sep))
+            _report_problems(report.results)
 
 
 def _report_problems(results) -> None:

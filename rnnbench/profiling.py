@@ -62,13 +62,14 @@ def prepare_output_dir(path) -> Path:
 # Which profiler, and may it run here
 
 
-def compute_capability() -> Optional[Tuple[int, int]]:
-    """The current GPU's compute capability, None without CUDA."""
+def compute_capability(device: str = "cuda") -> Optional[Tuple[int, int]]:
+    """The compute capability of the GPU `device` names ("cuda": the current one, "cuda:N": the
+    N-th, not device 0 where GPUs differ), None without CUDA."""
     import torch
 
     if not torch.cuda.is_available():
         return None
-    return tuple(torch.cuda.get_device_capability())
+    return tuple(torch.cuda.get_device_capability(torch.device(device)))
 
 
 def default_profiler(device: str, which: Callable[[str], Optional[str]] = shutil.which) -> str:
@@ -183,7 +184,7 @@ def inner_command(options: Dict[str, object], runners: Sequence[str]) -> List[st
 
 def external_profile(tool_name: str, output_dir: Path, runners: Sequence[str], sizes: Dict[str, int],
                      options: Dict[str, object], overwrite: bool = False,
-                     capability: Callable[[], Optional[Tuple[int, int]]] = compute_capability,
+                     capability: Callable[[str], Optional[Tuple[int, int]]] = compute_capability,
                      now: Optional[datetime.datetime] = None, run=None) -> ExternalProfile:
     """Re-run the internal loop under nsys or nvprof; the report lands in output_dir.
 
@@ -196,7 +197,7 @@ def external_profile(tool_name: str, output_dir: Path, runners: Sequence[str], s
     if not device.startswith("cuda"):
         raise UsageError(f"--profiler {tool.name} traces CUDA kernels and NVTX ranges, and --device {device} has none "
                          "(its report would be empty); use --profiler torch for a CPU profile")
-    external.check_supported(tool, capability())
+    external.check_supported(tool, capability(device))
     executable = external.find_tool(tool, alternative="--profiler torch")
     folder = prepare_output_dir(output_dir)
     output = Path(str(output_base(folder, runners, sizes, now)) + tool.extension)
@@ -233,7 +234,7 @@ def torch_profile(specs, output_dir: Path, sizes: Dict[str, int], nloops: int = 
     from torch.profiler import ProfilerActivity, profile
 
     from benchcore.report.model import write_text_atomic
-    from rnnbench.profiler_table import markdown_table, parse_key_averages
+    from rnnbench.profiler_table import markdown_table, parse_key_averages, totals
 
     folder = prepare_output_dir(output_dir)
     base = str(output_base(folder, [s.name for s in specs], sizes, now))
@@ -269,7 +270,8 @@ def torch_profile(specs, output_dir: Path, sizes: Dict[str, int], nloops: int = 
     key = "device_self_ms" if len(activities) > 1 else "self_ms"
     header = f"# torch.profiler key averages: {', '.join(s.name for s in specs)} ({describe_sizes(sizes)}, {nloops} iterations)\n\n"
     write_text_atomic(paths[".keyavg.md"], header + markdown_table(stats, n=row_limit, key=key) + "\n", overwrite=overwrite)
-    write_text_atomic(paths[".keyavg.json"], json.dumps({"unit": "ms", "engine": "torch.profiler", "stats": stats}, indent=1) + "\n",
+    write_text_atomic(paths[".keyavg.json"], json.dumps({"unit": "ms", "engine": "torch.profiler", "totals": totals(stats),
+                                                       "stats": stats}, indent=1) + "\n",
                       overwrite=overwrite)
     return TorchProfile(trace=paths[".pt.trace.json"], table_text=paths[".keyavg.txt"], table_markdown=paths[".keyavg.md"],
                         stats_json=paths[".keyavg.json"], stats=stats, runners=runs)

@@ -142,5 +142,5 @@ class RunnerSweep:
     def summarize(self, request, report, written: List[Path], started: float) -> None:
         """Nothing from the library; the command line prints (rnnbench.cli.RunnerCommand)."""
 
-    def announce_sides(self, request, measured) -> None:
+    def announce_sides(self, request, reports) -> None:
         """Nothing from the library; the command line prints (rnnbench.cli.RunnerCommand)."""

@@ -31,9 +31,13 @@ class Ids:
         return self.next
 
 
-def cpu_op(ids, name, start, end, thread=MAIN, kernel_us=0.0):
+def cpu_op(ids, name, start, end, thread=MAIN, kernel_us=0.0, activity="cpu_op"):
+    """A host-side event: an operator (kineto's cpu_op), a record_function range
+    (user_annotation), a CUDA API call (cuda_runtime; activity None: a torch whose events carry
+    no activity type)."""
+    activity = "user_annotation" if name == RANGE_NAME else activity
     event = FunctionEvent(id=ids(), name=name, thread=thread, start_us=start, end_us=end, use_device="cuda",
-                          stack=[], input_shapes=[], is_user_annotation=name == RANGE_NAME)
+                          stack=[], input_shapes=[], is_user_annotation=name == RANGE_NAME, activity_type=activity)
     if kernel_us:
         event.append_kernel(f"void {name}_kernel", 0, kernel_us)
     return event
@@ -41,26 +45,33 @@ def cpu_op(ids, name, start, end, thread=MAIN, kernel_us=0.0):
 
 def device_row(ids, name, start, end):
     """A device-side row: a kernel, or the gpu_user_annotation copy of a record_function range."""
+    annotation = name == RANGE_NAME
     return FunctionEvent(id=ids(), name=name, thread=7, start_us=start, end_us=end, use_device="cuda", stack=[],
-                         input_shapes=[], device_type=DeviceType.CUDA, is_user_annotation=name == RANGE_NAME)
+                         input_shapes=[], device_type=DeviceType.CUDA, is_user_annotation=annotation,
+                         activity_type="gpu_user_annotation" if annotation else "kernel")
 
 
 def cuda_run(calls=2):
-    """`calls` forward ranges (aten::mul, 5 us of kernel each) then `calls` backward ranges
-    whose ops run on the device thread (7 us of kernels each), as kineto reports a CUDA run."""
+    """`calls` forward ranges (aten::mul, 5 us of kernel each, launched through cudaLaunchKernel)
+    then `calls` backward ranges whose ops run on the device thread (7 us of kernels each; their
+    launches named only, as where torch keeps no activity type), as kineto reports a CUDA run."""
     ids, events, phases = Ids(), [], []
     for i in range(calls):
         t = 1000.0 * i
         events += [cpu_op(ids, RANGE_NAME, t, t + 100), cpu_op(ids, "aten::mul", t + 10, t + 30, kernel_us=5.0),
-                   device_row(ids, RANGE_NAME, t + 12, t + 40), device_row(ids, "void aten::mul_kernel", t + 12, t + 17)]
+                   cpu_op(ids, "cudaLaunchKernel", t + 15, t + 25, activity="cuda_runtime"),
+                   device_row(ids, RANGE_NAME, t + 12, t + 40), device_row(ids, "void aten::mul_kernel", t + 26, t + 31)]
         phases.append("forward")
     for i in range(calls):
         t = 1000.0 * (calls + i)
         events += [cpu_op(ids, RANGE_NAME, t, t + 400),
                    cpu_op(ids, "autograd::engine::evaluate_function: MulBackward0", t + 10, t + 390, thread=DEVICE_THREAD),
                    cpu_op(ids, "aten::mul", t + 20, t + 50, thread=DEVICE_THREAD, kernel_us=3.0),
+                   cpu_op(ids, "cudaLaunchKernel", t + 30, t + 40, thread=DEVICE_THREAD, activity=None),
                    cpu_op(ids, "aten::mul", t + 60, t + 90, thread=DEVICE_THREAD, kernel_us=4.0),
-                   device_row(ids, RANGE_NAME, t + 25, t + 95)]
+                   cpu_op(ids, "cudaMemcpyAsync", t + 70, t + 80, thread=DEVICE_THREAD, activity=None),
+                   device_row(ids, RANGE_NAME, t + 25, t + 95), device_row(ids, "void aten::mul_kernel", t + 41, t + 44),
+                   device_row(ids, "void aten::mul_kernel", t + 85, t + 89)]
         phases.append("backward")
     listed = EventList(events, use_device="cuda")
     listed._build_tree()  # what torch.profiler does before events() hands them out

@@ -7,15 +7,26 @@ by case and round by round (ABBA: base new, new base, …; benchcore.execute.rou
 side in its own worker processes, so whatever the machine does hits both sides alike. Both
 sides run this suite's benchmark code (put first on their PYTHONPATH) with their own frameworks.
 
+After its planned rounds, an A/B run keeps adding interleaved rounds (two a side at a time) to
+the cases whose quantities it has not yet decided, until each is decided (slower, faster, or the
+same within the margin), `--max-rounds` is reached or `--budget` is spent. The comparison's error
+rates hold under that optional stopping: the looks are fixed in advance and each spends a share
+of alpha (benchcore.compare.sequential); the reports record the schedule (settings.sequential).
+Where the planned rounds decide a quantity it gets no more rounds: the added time goes where
+the answer is still open, as Pinpoint adds attempts to the comparisons it cannot yet decide.
+
 Output, in one folder: base.json and new.json (ordinary reports, each with its own side's
 environment), comparison.md and comparison.json.
 """
 
 from __future__ import annotations
 
+import argparse
+import math
 import sys
+import time
 from pathlib import Path
-from typing import Dict
+from typing import Callable, Dict, List, Optional
 
 from benchcore.cli.commands import (
     add_gate_arguments,
@@ -24,7 +35,9 @@ from benchcore.cli.commands import (
     report_gate,
 )
 from benchcore.cli.options import render_report
-from benchcore.cli.request import SweepRequest
+from benchcore.cli.request import ABRequest, SweepRequest
+from benchcore.compare.sequential import Looks
+from benchcore.errors import UsageError
 from benchcore.execute.sweep import check_side_python
 from benchcore.report.model import (
     Report,
@@ -37,6 +50,12 @@ from benchcore.suite import Suite
 SIDES = ("base", "new")
 OUTPUT_FILES = ("base.json", "new.json", "comparison.md", "comparison.json")
 CHECKPOINT = "ab.checkpoint.jsonl"
+#: rounds a side added at a time to the undecided cases (an ABBA pair keeps the sides balanced)
+STEP = 2
+#: the default budget for added rounds: this multiple of the planned rounds' wall time
+DEFAULT_BUDGET = "2x"
+#: the default horizon: the planned rounds plus this many
+DEFAULT_EXTRA_ROUNDS = 10
 
 
 def add_ab_arguments(parser, default_dir: str) -> None:
@@ -47,11 +66,115 @@ def add_ab_arguments(parser, default_dir: str) -> None:
                        help="the environment to judge (the same one twice is a valid A/A check)")
     group.add_argument("-o", "--output", "--output-dir", dest="output_dir", default=default_dir, metavar="DIR",
                        help=f"where base.json, new.json and comparison.md/json go (default {default_dir})")
+    group.add_argument("--budget", type=budget, default=DEFAULT_BUDGET, metavar="SECONDS|Nx",
+                       help="time for rounds added to the cases still undecided after the planned ones, in seconds or "
+                            f"as a multiple of the planned rounds' time (default {DEFAULT_BUDGET}; 0: no added rounds)")
+    group.add_argument("--max-rounds", type=int, default=None, metavar="N",
+                       help=f"the most rounds a side any case gets (default --rounds + {DEFAULT_EXTRA_ROUNDS}); fixed "
+                            "before the run, as the error rates' schedule needs")
     add_gate_arguments(group)
 
 
+def budget(text: str) -> tuple:
+    """--budget: ("s", seconds) or ("x", multiple of the planned rounds' wall)."""
+    value = text.strip().lower()
+    unit = "x" if value.endswith("x") else "s"
+    try:
+        number = float(value.rstrip("xs"))
+    except ValueError:
+        number = math.nan
+    if not math.isfinite(number) or number < 0:
+        raise argparse.ArgumentTypeError(f"{text} is not a budget: give seconds (e.g. 600), a multiple of the planned "
+                                         "rounds' time (e.g. 2x), or 0 for no added rounds")
+    return unit, number
+
+
+def looks_for(planned: int, sides: ABRequest) -> Optional[Looks]:
+    """The schedule of looks an A/B run of `planned` rounds fixes before it starts; None without
+    added rounds."""
+    horizon = sides.max_rounds if sides.max_rounds is not None else planned + DEFAULT_EXTRA_ROUNDS
+    if sides.budget[1] == 0 or planned < 2:
+        return None
+    if horizon < planned:
+        raise UsageError(f"--max-rounds {horizon} is below --rounds {planned}; give at least {planned}")
+    return Looks(planned, STEP, horizon) if horizon > planned else None
+
+
+class AddedRounds:
+    """What an A/B run asks after its planned rounds and each added step: which cases get more
+    rounds. A case does while one of its quantities is undecided on rounds (a test ran: not a
+    clock-step or zero-time case), the horizon allows another step, and the budget the next step
+    would take is left (estimated from the planned rounds' time per case-round)."""
+
+    def __init__(self, suite: Suite, sides: ABRequest, looks: Looks, reports_of: Callable[[dict], Dict[str, Report]],
+                 cases: int, say: Callable[[str], None]):
+        self.suite, self.sides, self.looks, self.reports_of, self.say = suite, sides, looks, reports_of, say
+        self.cases = cases
+        self.started = time.perf_counter()
+        self.planned_s: Optional[float] = None
+        self.rounds = looks.planned
+
+    def __call__(self, measured: dict) -> List:
+        from benchcore.compare.verdicts import compare
+
+        now = time.perf_counter()
+        if self.planned_s is None:
+            self.planned_s = now - self.started
+        reports = stamped(self.reports_of(measured), self.looks)
+        comparison = compare(reports["base"], reports["new"], self.suite, threshold=self.sides.threshold / 100,
+                             alpha=self.sides.alpha, allow_env_mismatch=True, interleaved=True)
+        open_keys = {case.key for case in comparison.cases for m in case.metrics
+                     if m.verdict == "undecided" and m.basis == "rounds" and m.p_value is not None}
+        quantities = sum(len(case.metrics) for case in comparison.cases)
+        undecided = sum(m.verdict == "undecided" for case in comparison.cases for m in case.metrics)
+        why_not = self._why_not(len(open_keys), now)
+        if why_not:
+            if open_keys:
+                self.say(f"{undecided} of {quantities} quantities undecided after {self.rounds} rounds a side; {why_not}")
+            return []
+        self.say(f"{undecided} of {quantities} quantities undecided after {self.rounds} rounds a side: adding {STEP} "
+                 f"rounds a side to their {len(open_keys)} case(s)")
+        self.rounds += STEP
+        return [r.spec for r in reports["base"].results if r.spec.key in open_keys]
+
+    def _why_not(self, open_cases: int, now: float) -> Optional[str]:
+        """Why no step is added now (None: one is)."""
+        if not open_cases:
+            return "nothing left to decide"
+        if self.rounds + STEP > self.looks.horizon:
+            return f"--max-rounds {self.looks.horizon} reached"
+        unit, amount = self.sides.budget
+        budget_s = amount * self.planned_s if unit == "x" else amount
+        per_case_round = self.planned_s / max(1, self.cases * self.looks.planned)
+        if (now - self.started - self.planned_s) + per_case_round * open_cases * STEP > budget_s:
+            return f"--budget {amount:g}{'x' if unit == 'x' else ' s'} spent"
+        return None
+
+
+def stamped(reports: Dict[str, Report], looks: Optional[Looks]) -> Dict[str, Report]:
+    """Both sides' reports with the schedule of looks they were judged by (settings.sequential)."""
+    if looks is not None:
+        for report in reports.values():
+            report.settings["sequential"] = looks.to_dict()
+    return reports
+
+
+def measure(suite: Suite, job, run_plan, request: SweepRequest, argv, extra: dict,
+            reports_of: Callable[[dict], Dict[str, Report]]) -> Dict[str, Report]:
+    """The A/B sweep, `ab` of either suite: the planned rounds, then rounds added to the cases still
+    undecided (AddedRounds), as the run's looks allow; both sides' reports."""
+    from benchcore.execute import sweep
+
+    looks = looks_for(request.rounds, request.ab)
+    say = lambda text: print(f"{suite.name}: {text}", file=sys.stderr)  # noqa: E731
+    asks = AddedRounds(suite, request.ab, looks, reports_of, len(job.specs), say) if looks is not None else None
+    measured = sweep.measure(job, run_plan, suite.name, argv, extra, more_rounds=asks, step=STEP)
+    return stamped(reports_of(measured), looks)
+
+
 def plan(request: SweepRequest, suite: Suite) -> Dict[str, str]:
-    """Check both interpreters and the output folder before anything runs; side → python."""
+    """Check the flags, both interpreters and the output folder before anything runs; side → python."""
+    looks_for(request.rounds, request.ab)
     sides = request.ab
     pythons = {side: check_side_python(python, f"--{side}-python", suite)
                for side, python in zip(SIDES, (sides.base_python, sides.new_python))}

@@ -21,9 +21,11 @@ from benchcore.cli.options import (
     emit,
     load_report,
     percent,
+    positive_int,
     render_report,
     run_main,
 )
+from benchcore.compare.count_verdicts import FUNCTIONS
 from benchcore.errors import UsageError
 from benchcore.report.model import Report
 from benchcore.suite import Suite
@@ -47,12 +49,17 @@ def main(suite: Suite, argv: List[str]) -> int:
 
 def add_gate_arguments(p) -> None:
     """The verdict flags `compare` and `ab` share."""
-    p.add_argument("--threshold", type=percent, default=5.0, metavar="PCT",
-                   help="smallest change that counts, in percent (default 5; 0.5%% for half a percent)")
+    p.add_argument("--threshold", "--margin", dest="threshold", type=percent, default=5.0, metavar="PCT",
+                   help="the margin, in percent (default 5; 0.5%% for half a percent): a confirmed change beyond "
+                        "±PCT is slower or faster; `same` needs the evidence to place the change within ±PCT; "
+                        "anything else is undecided")
     p.add_argument("--alpha", type=float, default=0.05,
                    help="significance level of the test behind a verdict (default 0.05)")
     p.add_argument("--fail-above", type=percent, default=None, metavar="PCT",
                    help="CI gate: exit 1 when any case is judged slower by more than PCT percent, or broke")
+    p.add_argument("--functions", type=positive_int, default=FUNCTIONS, metavar="N",
+                   help="counted comparisons: the functions the Markdown lists per changed quantity, those that "
+                        f"explain most of its change (default {FUNCTIONS})")
 
 
 def build_parser(suite: str) -> ArgumentParser:
@@ -64,8 +71,8 @@ def build_parser(suite: str) -> ArgumentParser:
 
     p = sub.add_parser("compare", help=COMMAND_HELP["compare"],
                        description="Per case: ratio of the figures, a test on the rounds (or, for reports without "
-                                   "rounds, on one process's samples), effect threshold → faster / slower / same / "
-                                   "noisy; geometric means per category. Method: docs/COMPARING.md.")
+                                   "rounds, on one process's samples), margin → slower / faster / same "
+                                   "within ±margin / undecided; geometric means per category. Method: docs/COMPARING.md.")
     p.add_argument("base", metavar="BASE", help="JSON report of the baseline run")
     p.add_argument("new", metavar="NEW", help="JSON report of the run to judge")
     add_gate_arguments(p)
@@ -114,7 +121,7 @@ def _compare(suite: Suite, args) -> int:
     result = judge(suite, base, new, args, sources=(args.base, args.new))
     text = comparison_text(result, args.format, args.output, args.plot)
     emit(text, args.output, args.overwrite)
-    if args.output or args.format != "md":  # the Markdown on stdout ends with the answer already
+    if args.output or args.format != "md":  # the Markdown on stdout opens with the answer
         for line in result.answer.lines():
             print(f"{suite.name}: {line}", file=sys.stderr)
     return report_gate(suite.name, result.gate) if result.gate is not None else 0
@@ -129,11 +136,11 @@ def judge(suite: Suite, base: Report, new: Report, args, sources=(None, None), a
     from benchcore.compare.answer import answer, settings_differences
 
     if not 0 < args.threshold < 100:
-        raise UsageError(f"--threshold {args.threshold:g}: the smallest change that counts is a percent above 0 "
-                         "and below 100; give e.g. --threshold 5")
+        raise UsageError(f"--threshold/--margin {args.threshold:g}: the margin is a percent above 0 and below 100; "
+                         "give e.g. --margin 5")
     result = compare(base, new, suite, threshold=args.threshold / 100, alpha=args.alpha, allow_env_mismatch=allowed)
     result.base_source, result.new_source = sources
-    count_verdicts.attach(result, base, new)
+    count_verdicts.attach(result, base, new, args.functions)
     if args.fail_above is not None:
         if not result.cases and not count_verdicts.judged(result):  # a gate that compared nothing must not pass
             raise UsageError("no case was measured in both reports, so --fail-above has nothing to gate; "

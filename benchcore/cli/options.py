@@ -315,6 +315,13 @@ def checkpoint_path_for(output: Path) -> Path:
     return output.with_name(output.name + ".checkpoint.jsonl")
 
 
+def sweep_checkpoint(paths: Dict[str, Path]) -> Path:
+    """The checkpoint of a sweep that writes `paths` ({format: path}), beside its first report in
+    FORMATS' order: every format may be the only one asked for (`-f csv -o rows.csv` too), and a
+    rerun with the same -f/-o finds the same checkpoint for --resume."""
+    return checkpoint_path_for(next(paths[fmt] for fmt in FORMATS if fmt in paths))
+
+
 def run_settings_from(request, warmup: int, runs: int, run_backward: bool = True):
     """RunSettings from the run flags (a SweepRequest); adaptive-only flags without
     --target-precision, or a minimum time above the cap, are refused rather than silently

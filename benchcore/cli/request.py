@@ -12,14 +12,17 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Optional, Type, TypeVar
+from typing import Optional, Tuple, Type, TypeVar
+
+from benchcore.compare.count_verdicts import FUNCTIONS
 
 Request = TypeVar("Request")
 
 
 @dataclass(frozen=True)
 class ABRequest:
-    """`ab`'s own flags: the two interpreters, the output folder and the verdict flags."""
+    """`ab`'s own flags: the two interpreters, the output folder, the added rounds' limits and
+    the verdict flags (benchcore.cli.ab)."""
 
     base_python: str
     new_python: str
@@ -27,6 +30,10 @@ class ABRequest:
     threshold: float = 5.0
     alpha: float = 0.05
     fail_above: Optional[float] = None
+    functions: int = FUNCTIONS
+    #: --budget as benchcore.cli.ab.budget parses it: ("s", seconds) or ("x", multiple); "2x" by default
+    budget: Tuple[str, float] = ("x", 2.0)
+    max_rounds: Optional[int] = None
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Dict, List, Optional, Protocol, Sequence, Tuple
 
-from benchcore.cli.options import audit_options, checkpoint_path_for, run_plan_from, write_outputs
+from benchcore.cli.options import audit_options, run_plan_from, sweep_checkpoint, write_outputs
 from benchcore.cli.request import SweepRequest
 from benchcore.execute import sweep as execute
 from benchcore.execute.sweep import SweepJob
@@ -82,8 +82,8 @@ class SweepHooks(Protocol):
     def summarize(self, request, report: Report, written: List[Path], started: float) -> None:
         """Console lines (and stdout) once the outputs are written."""
 
-    def announce_sides(self, request, measured: Measured) -> None:
-        """`ab`'s console lines of each side, before the comparison."""
+    def announce_sides(self, request, reports: Dict[str, Report]) -> None:
+        """`ab`'s console lines of each side's report, before the comparison."""
 
 
 def run_record(request: SweepRequest, job: SweepJob, results: List[CaseResult], side: str = "") -> dict:
@@ -143,7 +143,7 @@ def sweep(request: SweepRequest, hooks: SweepHooks, argv: Sequence[str]) -> int:
         from benchcore.views.charts import prepare_chart_folder
 
         prepare_chart_folder(request.plot, hooks.prog, request.overwrite)
-    checkpoint = checkpoint_path_for(paths.get("json") or paths["md"]) if paths else None
+    checkpoint = sweep_checkpoint(paths) if paths else None
     planned = hooks.plan(request, device, checkpoint, {})
     started = time.perf_counter()
     report = report_of(request, hooks, planned, measure_jobs(request, hooks, planned, device, argv), paths)
@@ -165,11 +165,14 @@ def ab(request: SweepRequest, hooks: SweepHooks, argv: Sequence[str]) -> int:
     pythons = sides.plan(request, hooks.suite)
     planned = hooks.plan(request, device, sides.checkpoint_path(request), pythons)
     job = planned.job
-    measured = execute.measure(job, run_plan_from(request, ab=True), hooks.prog, argv,
-                               hooks.environment_extra(request, device))
-    reports = {side: report_of(request, hooks, planned, {"": one}, {}, side) for side, one in measured.items()}
+
+    def reports_of(measured: Measured) -> Dict[str, Report]:
+        return {side: report_of(request, hooks, planned, {"": one}, {}, side) for side, one in measured.items()}
+
+    reports = sides.measure(hooks.suite, job, run_plan_from(request, ab=True), request, argv,
+                            hooks.environment_extra(request, device), reports_of)
     sides.warn_code_paths(hooks.prog, reports)
-    hooks.announce_sides(request, measured)
+    hooks.announce_sides(request, reports)
     status = sides.finish(hooks.suite, reports, request)
     execute.remove_checkpoint(job.checkpoint)
     return status

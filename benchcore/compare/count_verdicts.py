@@ -19,7 +19,9 @@ inclusive and exclusive: where the change lies; and the shared objects whose exc
 moved, in all and in their unnamed functions (a stripped build's functions named by address,
 which do not line up between builds). Each side stores only its top functions
 (callgrind.TOP_FUNCTIONS by each kind): a function stored on one side only is shown below the
-other side's top, with the range its change may be, never as a move to or from 0.
+other side's top, with the range its change may be, never as a move to or from 0. How a
+comparison shows them (the few that explain most of each change, names shortened):
+benchcore.views.count_comparison.
 """
 
 from __future__ import annotations
@@ -39,12 +41,14 @@ FLOOR = 0.005
 #: version of the harness) counts a call a few hundred to a few thousand instructions more or
 #: less, whatever its size; one build in one environment counts it to the instruction. Fitted on
 #: two sweeps of tiny MXNet cases (up to 1,973 apart); on fresh pairs at the count shapes 243 of
-#: 245 repeatable quantities stayed within it, the largest beyond 4,638 (docs/INSTRUCTIONS.md)
+#: 245 repeatable quantities stayed within it, the largest beyond 4,638 (lab/notes/instructions.md)
 ABSOLUTE_FLOOR = 2500
 #: spread between repeats beyond which a quantity is named non-repeatable
 REPEATABLE = 0.0025
-#: functions listed per changed quantity and kind (inclusive, exclusive)
+#: functions stored per changed quantity and kind (inclusive, exclusive), at least
 TOP_CHANGED = 8
+#: functions a view shows per changed quantity, those that explain most of its change (--functions)
+FUNCTIONS = 5
 RESTS_ON = ("instruction counts (callgrind Ir): medians of the repeats against max(floor, 2,500 instructions, "
             "both sides' spreads)")
 
@@ -79,6 +83,8 @@ class CountComparison:
 
     floor: float = FLOOR
     verdicts: List[CountVerdict] = field(default_factory=list)
+    #: functions a view shows per changed quantity (the JSON keeps at least TOP_CHANGED of each kind)
+    shown: int = FUNCTIONS
     #: matched cases one side has counts for and the other not
     uncounted: List[dict] = field(default_factory=list)
     #: differences of how the counts were taken (tool version, cache geometry)
@@ -93,6 +99,7 @@ class CountComparison:
         return {"rests_on": RESTS_ON, "floor": self.floor, "absolute_floor": ABSOLUTE_FLOOR, "repeatable": REPEATABLE,
                 "verdicts": tally,
                 "non_repeatable": sum(v.non_repeatable is not None for v in self.verdicts),
+                "functions_shown": self.shown,
                 "quantities": [dict(asdict(v), change_pct=v.change_pct) for v in self.verdicts],
                 "uncounted": self.uncounted, "settings_differences": self.settings_differences}
 
@@ -135,11 +142,12 @@ def judge(base: Counts, new: Counts, floor: float = FLOOR, absolute_floor: int =
     return ("slower" if ratio > 1.0 else "faster"), band
 
 
-def compare_counts(base: Report, new: Report, floor: float = FLOOR,
-                   absolute_floor: int = ABSOLUTE_FLOOR) -> CountComparison:
+def compare_counts(base: Report, new: Report, floor: float = FLOOR, absolute_floor: int = ABSOLUTE_FLOOR,
+                   shown: int = FUNCTIONS) -> CountComparison:
     """Every case counted in both reports, every phase, judged on Ir (see the module docstring);
-    `absolute_floor` other than ABSOLUTE_FLOOR only for figures (scripts/instruction_figures)."""
-    found = CountComparison(floor, settings_differences=_settings_differences(base, new))
+    `absolute_floor` other than ABSOLUTE_FLOOR only for figures (lab/figures/instruction_figures);
+    `shown`: functions per changed quantity for the views (each kind's list keeps at least that many)."""
+    found = CountComparison(floor, shown=shown, settings_differences=_settings_differences(base, new))
     base_cases = {r.spec.key: r for r in base.results}
     new_cases = {r.spec.key: r for r in new.results}
     labels = case_labels(list(base_cases.values()) + [n for k, n in new_cases.items() if k not in base_cases])
@@ -156,7 +164,7 @@ def compare_counts(base: Report, new: Report, floor: float = FLOOR,
             if bc is None or nc is None:
                 continue
             found.verdicts.append(_verdict(key, labels[key], phase, b.metrics, n.metrics, bc, nc,
-                                           (floor, absolute_floor)))
+                                           (floor, absolute_floor), max(TOP_CHANGED, shown)))
     return found
 
 
@@ -170,7 +178,7 @@ def non_repeatable(base: Counts, new: Counts) -> Optional[str]:
 
 
 def _verdict(key: str, label: str, phase: str, bm: dict, nm: dict, bc: Counts, nc: Counts,
-             floors: tuple) -> CountVerdict:
+             floors: tuple, top: int) -> CountVerdict:
     verdict, band = judge(bc, nc, *floors)
     cycles = counts_of(bm, phase, "cycles_est"), counts_of(nm, phase, "cycles_est")
     result = CountVerdict(key, label, phase, HEADLINE, bc.median, nc.median, nc.median / bc.median if bc.median else
@@ -178,7 +186,7 @@ def _verdict(key: str, label: str, phase: str, bm: dict, nm: dict, bc: Counts, n
                           non_repeatable(bc, nc),
                           cycles[1].median / cycles[0].median if all(cycles) and cycles[0].median else None)
     if verdict != "same":
-        result.functions = callgrind.profile_delta(_profile(bm, phase), _profile(nm, phase), TOP_CHANGED,
+        result.functions = callgrind.profile_delta(_profile(bm, phase), _profile(nm, phase), top,
                                                    _profile(bm, phase, "objects"), _profile(nm, phase, "objects"))
     return result
 
@@ -194,58 +202,14 @@ def _settings_differences(base: Report, new: Report) -> List[dict]:
             if before.get(k) != after.get(k)]
 
 
-def markdown(found: CountComparison) -> List[str]:
-    """The comparison's section on counts: every quantity, and the functions behind each change."""
-    from tabulate import tabulate
-
-    def table(rows, headers):
-        return tabulate(rows, headers, tablefmt="github", disable_numparse=True)
-
-    out = ["## Instruction counts", "",
-           f"Verdicts here rest on {RESTS_ON} (floor {found.floor * 100:g}%); timing verdicts above rest on time.", ""]
-    for d in found.settings_differences:
-        out += [f"Note: the counts were taken with different {d['key']} ({d['base']} → {d['new']}).", ""]
-    rows = [[v.label, v.phase, f"{v.base:,.0f}", f"{v.new:,.0f}", f"{v.change_pct:+.2f}%", f"±{v.band * 100:.2f}%",
-             v.verdict, "" if v.cycles_ratio is None else f"{(v.cycles_ratio - 1) * 100:+.2f}%",
-             (v.non_repeatable or "").replace("|", "\\|")]
-            for v in sorted(found.verdicts, key=lambda v: -abs(v.ratio - 1))]
-    out += [table(rows, ["Case", "Phase", "Base Ir", "New Ir", "Change", "Band", "Verdict", "Est. cycles",
-                         "Non-repeatable"]) if rows else "No case counted in both reports.", ""]
-    changed = [v for v in found.verdicts if v.functions]
-    if changed:
-        out += ["### Functions behind each change", "",
-                "Instructions per call, from each report's stored per-function profile (last repeat: its top "
-                f"{callgrind.TOP_FUNCTIONS} by inclusive and by exclusive Ir); paths without their build prefix. A "
-                f"function *below top {callgrind.TOP_FUNCTIONS}* on one side was not stored there: it counted at most "
-                "that side's smallest stored count, so its change is a range, and it is ordered by the least it may "
-                "have moved.", ""]
-        for v in sorted(changed, key=lambda v: -abs(v.ratio - 1)):
-            out += [f"**{v.label}** {v.phase}: {v.verdict} {v.change_pct:+.2f}%", ""]
-            rows = [[shown, f["function"].replace("|", "\\|"), callgrind.shown_count(f, "base"),
-                     callgrind.shown_count(f, "new"), callgrind.shown_change(f)]
-                    for kind, shown in (("self", "self"), ("inclusive", "inclusive"), ("objects", "object"))
-                    for f in v.functions.get(kind, [])[:5]]
-            out += [table(rows, ["Kind", "Function", "Base", "New", "Change"]), ""]
-            paired = v.functions.get("paired") or []
-            if paired:
-                out += [f"Left out: {len(paired)} unnamed function(s) counted alike at another address in the other "
-                        "build (moved, not changed), e.g. " + ", ".join(
-                            f"{p['base_function']} → {p['new_function']} ({p['kind']} {p['count']:,})"
-                            for p in paired[:2]).replace("|", "\\|") + ".", ""]
-    if found.uncounted:
-        out += [f"Counted on one side only ({len(found.uncounted)}): "
-                + ", ".join(u["label"] for u in found.uncounted), ""]
-    return out
-
-
-def attach(result, base: Report, new: Report) -> None:
+def attach(result, base: Report, new: Report, shown: int = FUNCTIONS) -> None:
     """A Comparison of two counted reports gets its count verdicts (`result.counts`), and the
     cases it judged on counts and that neither side timed (counted-only results) leave its list
     of cases without timings; a case timed on one side only (a report of both kinds against a
     counted one) stays listed there."""
     if not check_comparable(base, new):
         return
-    result.counts = compare_counts(base, new)
+    result.counts = compare_counts(base, new, shown=shown)
     judged = {v.key for v in result.counts.verdicts}
     untimed = [{r.spec.key for r in report.results if (r.metrics or {}).get("engine") == ENGINE}
                for report in (base, new)]

@@ -235,7 +235,7 @@ def _attribute(name: str, count: int, shift: Tuple[float, float], parts: Optiona
     end = _nearest_end(shift[0], parts)
     gap = (0.0, shift[1]) if end is None else (shift[0] - end[0], shift[1] + end[1])
     verdict = _build_verdict(gap, limit)
-    if abs(gap[0]) <= limit or verdict == "noisy":
+    if abs(gap[0]) <= limit or verdict == "undecided":
         group.basis, group.removed_ratio, group.removed_log_variance = "machine", group.cases_ratio, shift[1]
     else:
         group.basis, group.removed_ratio, group.removed_log_variance = "reference", math.exp(end[0]), end[1]
@@ -304,14 +304,14 @@ def _median_shift(logs: Sequence[float]) -> Optional[Tuple[float, float]]:
 
 
 def _build_verdict(shift: Optional[Tuple[float, float]], limit: float) -> Optional[str]:
-    """faster / slower / same / noisy for a group-wide (log shift, variance): beyond the
+    """faster / slower / same / undecided for a group-wide (log shift, variance): beyond the
     threshold and beyond its 95% bounds → a change; bounds inside the threshold → same."""
     if shift is None:
         return None
     change, half = shift[0], 1.96 * math.sqrt(shift[1])
     if abs(change) > limit and abs(change) > half:
         return "slower" if change > 0 else "faster"
-    return "same" if abs(change) + half <= limit else "noisy"
+    return "same" if abs(change) + half <= limit else "undecided"
 
 
 def reference_parts(base: Optional[dict], new: Optional[dict]) -> Optional[Dict[str, Tuple[float, float]]]:

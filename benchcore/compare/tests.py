@@ -25,16 +25,38 @@ class TestResult:
     standard_error: Optional[float] = None
     df: Optional[float] = None
 
-    def detectable_ratio(self, alpha: float = 0.05, power: float = 0.8) -> Optional[float]:
-        """The smallest slowdown new/base that evidence this precise finds with probability
-        `power` at level `alpha` (two-sided): exp((t_{1-alpha/2} + t_power) * se). What a
-        comparison could have seen, so "same" is never read as "unchanged by less than 1%"."""
+    #: for tests on log values: the change of log time the test judged (the offset removed)
+    log_change: Optional[float] = None
+    #: the part of standard_error² that more rounds do not shrink (the offset's variance)
+    fixed_variance: float = 0.0
+
+    def interval(self, one_sided_alpha: float) -> Optional[Tuple[float, float]]:
+        """The ratio's bounds exp(change ± t_{1-a} se): the (1 - 2a) interval that two one-sided
+        tests at level `a` rest on (TOST). "The same within ±M%" is established at level `a`
+        when this interval lies inside ±M%; a change merely not significant never is."""
+        if self.log_change is None:
+            return None
+        if not self.standard_error or not self.df:
+            point = math.exp(self.log_change)
+            return point, point
+        from scipy.stats import t as student_t
+
+        half = float(student_t.ppf(1 - one_sided_alpha, self.df)) * self.standard_error
+        return math.exp(self.log_change - half), math.exp(self.log_change + half)
+
+    def detectable_ratio(self, alpha: float = 0.05, power: float = 0.9, floor: float = 0.0) -> Optional[float]:
+        """The smallest slowdown new/base that evidence this precise calls with probability
+        `power` when the test runs at level `alpha` (two-sided) and a change must also exceed
+        `floor` (the log of the effect threshold): exp(max(floor, t_{1-alpha/2} se) + t_power se).
+        Both conditions hold with probability `power` at that ratio, so a claim made with it is
+        calibrated: of true changes at or above it, at least that share is called. What a
+        comparison could have seen, so `undecided` is never read as "unchanged"."""
         if not self.standard_error or not self.df:
             return None
         from scipy.stats import t as student_t
 
-        return math.exp((float(student_t.ppf(1 - alpha / 2, self.df)) + float(student_t.ppf(power, self.df)))
-                        * self.standard_error)
+        critical = float(student_t.ppf(1 - alpha / 2, self.df)) * self.standard_error
+        return math.exp(max(floor, critical) + float(student_t.ppf(power, self.df)) * self.standard_error)
 
 
 def mann_whitney(base: Sequence[float], new: Sequence[float]) -> TestResult:
@@ -75,7 +97,8 @@ def t_on_logs(base: Sequence[float], new: Sequence[float], prior: Optional["Vari
     if prior is not None:
         variance, df = prior.moderated(variance, df)
     se = math.sqrt(variance * (1 / len(x) + 1 / len(y)) + offset_variance)
-    return _t_on_log_change(float(y.mean() - x.mean() - offset), se, df, "t-log", prior is not None, confidence)
+    return _t_on_log_change(float(y.mean() - x.mean() - offset), se, df, "t-log", prior is not None, confidence,
+                            offset_variance)
 
 
 def paired_t_on_logs(base: Sequence[float], new: Sequence[float], prior: Optional["VariancePrior"] = None,
@@ -93,11 +116,12 @@ def paired_t_on_logs(base: Sequence[float], new: Sequence[float], prior: Optiona
     if prior is not None:
         variance, df = prior.moderated(variance, df)
     se = math.sqrt(variance / len(d) + offset_variance)
-    return _t_on_log_change(float(d.mean() - offset), se, df, "paired-t-log", prior is not None, confidence)
+    return _t_on_log_change(float(d.mean() - offset), se, df, "paired-t-log", prior is not None, confidence,
+                            offset_variance)
 
 
 def _t_on_log_change(change: float, se: float, df: float, method: str, moderated: bool,
-                     confidence: float) -> TestResult:
+                     confidence: float, fixed_variance: float) -> TestResult:
     """The t-test of a change of log time with standard error `se` on `df` degrees of freedom:
     p, and the ratio's bounds at `confidence`. Without variance (identical rounds) the bounds are
     the point itself, and any change at all is certain."""
@@ -105,11 +129,11 @@ def _t_on_log_change(change: float, se: float, df: float, method: str, moderated
 
     if se == 0 or df <= 0:
         point = math.exp(change)
-        return TestResult(0.0 if change != 0 else 1.0, method, (point, point))
+        return TestResult(0.0 if change != 0 else 1.0, method, (point, point), log_change=change)
     quantile = float(student_t.ppf(0.5 + confidence / 2, df))
     p_value = float(2 * student_t.sf(abs(change) / se, df))
     bounds = (math.exp(change - quantile * se), math.exp(change + quantile * se))
-    return TestResult(p_value, f"moderated-{method}" if moderated else method, bounds, se, df)
+    return TestResult(p_value, f"moderated-{method}" if moderated else method, bounds, se, df, change, fixed_variance)
 
 
 @dataclass(frozen=True)

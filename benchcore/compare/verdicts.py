@@ -1,11 +1,16 @@
-"""Two reports of one suite → per-case verdicts: faster, slower, same or noisy.
+"""Two reports of one suite → per-quantity verdicts: slower, faster, same or undecided.
 
-A change counts only when it is both large (the ratio of the two figures is beyond an effect
-threshold, 5% by default) and real (a test on the right evidence rejects "no change" at
-`alpha`). A large change the test cannot confirm is `noisy`, never `slower`: a CI gate must not
-fail on noise. A small change is `same` only when the evidence could exclude a change past the
-threshold on at least one side; when it allows both a slowdown and a speedup past the threshold,
-it is `noisy`.
+Each verdict is a decision the evidence supports, never the absence of one:
+
+- `slower` / `faster`: the change is large (the ratio is beyond the margin, ±5% by default) and
+  real (a test on the right evidence rejects "no change" at `alpha`, adjusted for the number of
+  quantities judged together). A CI gate fails only on these.
+- `same`: the change is established to lie within the margin: the ratio's (1 - 2·alpha) interval
+  lies inside ±margin (two one-sided tests, TOST: an equivalence test). A change that is merely
+  not significant is never `same`.
+- `undecided`: neither. Its reason says the smallest change this quantity could have shown
+  (`detectable_ratio`) and about how many more rounds a side would decide it
+  (`rounds_to_decide`), or that counting instructions would.
 
 What the test rests on depends on what the reports hold (docs/COMPARING.md has the method):
 
@@ -21,7 +26,7 @@ What the test rests on depends on what the reports hold (docs/COMPARING.md has t
 - **threshold only** (opperf's averages, no samples): the threshold alone, and it says so.
 
 Either way, a change of no more than two steps of the clock (MXNet's profiler counts whole
-microseconds, so each figure is uncertain by a step) is `noisy`: the clock cannot see it.
+microseconds, so each figure is uncertain by a step) is `undecided`: the clock cannot see it.
 
 Which figures of a case are compared is the suite's declaration (benchcore.suite.Suite.timings):
 opbench's native engine declares the profiler's per-call kernel times.
@@ -39,7 +44,9 @@ import numpy as np
 
 from benchcore.compare import drift as drift_model
 from benchcore.compare.drift import Drift
+from benchcore.compare.sequential import LookedTests, Looks
 from benchcore.compare.tests import (
+    TestResult,
     VariancePrior,
     mann_whitney,
     paired_t_on_logs,
@@ -59,7 +66,7 @@ from benchcore.report.labels import case_labels
 from benchcore.report.model import CaseResult, Report
 from benchcore.suite import Suite
 
-VERDICTS = ("faster", "slower", "same", "noisy")
+VERDICTS = ("faster", "slower", "same", "undecided")
 #: fewer samples than this on either side cannot support any verdict
 MIN_SAMPLES = 3
 #: a change within this many clock steps is not measurable: each side's figure is off by up to
@@ -67,6 +74,11 @@ MIN_SAMPLES = 3
 CLOCK_STEPS = 2
 #: what a verdict rests on (MetricComparison.basis)
 BASES = ("rounds", "one-process", "threshold-only")
+#: the power a quantity's claimed detectable change is stated at: of true changes at or above
+#: it, at least this share is called
+CLAIM_POWER = 0.9
+#: an undecided quantity that would need more rounds a side than this is told to count instead
+PRACTICAL_ROUNDS = 30
 
 
 # --------------------------------------------------------------------------- comparison model
@@ -101,8 +113,12 @@ class MetricComparison:
     #: the ratio the verdict judges: `ratio` with the machine's drift divided out (see
     #: benchcore.compare.drift); None when nothing was divided out
     ratio_vs_machine: Optional[float] = None
-    #: the smallest slowdown this quantity's evidence finds 4 times in 5 at alpha (rounds only)
+    #: the smallest slowdown this quantity's evidence calls 9 times in 10 (CLAIM_POWER), at the
+    #: level its p-value is held to among the quantities judged together (rounds only)
     detectable_ratio: Optional[float] = None
+    #: undecided on rounds: about how many more rounds a side would decide it, were each round
+    #: as precise as so far and the change where it is
+    rounds_to_decide: Optional[int] = None
     reason: str = ""
     #: what makes the quantity bimodal on either side (benchcore.measure.modes); None when neither is
     bimodal: Optional[str] = None
@@ -120,8 +136,8 @@ class CaseComparison:
     category: str
     params: dict
     metrics: List[MetricComparison]
-    #: summary: slower if any metric is slower, else faster if any is faster, else noisy if
-    #: any is noisy, else same. A regression anywhere must not hide behind a speedup elsewhere.
+    #: summary: slower if any metric is slower, else faster if any is faster, else undecided
+    #: if any is undecided, else same. A regression anywhere must not hide behind a speedup elsewhere.
     verdict: str
     #: (sum of new)/(sum of base) over the compared metrics: the case's total time ratio
     ratio: Optional[float]
@@ -170,6 +186,8 @@ class Comparison:
     answer: Optional[object] = None
     #: the verdicts on instruction counts, when both reports hold them (benchcore.compare.count_verdicts)
     counts: Optional[object] = None
+    #: the looks of an A/B run that added rounds until decided (benchcore.compare.sequential)
+    looks: Optional[Looks] = None
 
     @property
     def summary(self) -> List[CategorySummary]:
@@ -242,6 +260,7 @@ class Comparison:
             "gate": self.gate,
             "answer": self.answer.to_dict() if self.answer is not None else None,
             "instructions": self.counts.to_dict() if self.counts is not None else None,
+            "sequential": self.looks.to_dict() if self.looks is not None else None,
         }
 
     def to_json(self) -> str:
@@ -310,7 +329,8 @@ def compare(base: Report, new: Report, suite: Optional[Suite] = None, threshold:
     quantities = [_quantity(m, c, b, n, result.prior, interleaved) for m, c, b, n in pairs]
     result.drift = drift_model.estimate(quantities, reference.of_report(base), reference.of_report(new), interleaved,
                                         threshold)
-    evidence = Evidence(threshold, alpha, result.prior, result.drift, paired=interleaved, pending=[])
+    result.looks = looks_of(base, new) if interleaved else None
+    evidence = Evidence(threshold, alpha, result.prior, result.drift, paired=interleaved, pending=[], looks=result.looks)
     judged = []
     for b, n, bt, nt, category in matched:
         shared = [m for m in METRICS if m in bt and m in nt]
@@ -332,6 +352,16 @@ def compare(base: Report, new: Report, suite: Optional[Suite] = None, threshold:
     return result
 
 
+def looks_of(base: Report, new: Report) -> Optional[Looks]:
+    """The schedule of looks both sides of an A/B run record (settings `sequential`), or None
+    (one look). Two sides that record different schedules were not one run: refused."""
+    schedules = [(report.settings or {}).get("sequential") for report in (base, new)]
+    if schedules[0] != schedules[1]:
+        raise UsageError("the two reports record different schedules of added rounds (settings.sequential): they "
+                         "are not the two sides of one A/B run; compare the base.json and new.json that ab wrote")
+    return Looks.from_dict(schedules[0])
+
+
 @dataclass(frozen=True)
 class Evidence:
     """What every metric's verdict is judged with: the effect threshold and significance level,
@@ -346,6 +376,9 @@ class Evidence:
     #: decisions waiting for the false-discovery adjustment over all quantities (compare() sets
     #: it); None: decide each quantity on its own p-value at once
     pending: Optional[list] = None
+    #: the looks of an A/B run that added rounds until its quantities were decided
+    #: (benchcore.compare.sequential); None: one look at all rounds, spending all of alpha
+    looks: Optional[Looks] = None
 
 
 def _log_variance(base: Measurement, new: Measurement, paired: bool) -> tuple:
@@ -368,11 +401,27 @@ def _quantity(metric: str, category: str, base: Measurement, new: Measurement, p
 
 
 def _test_on_rounds(base: Measurement, new: Measurement, prior: Optional[VariancePrior], paired: bool,
-                    offset: float = 0.0, offset_variance: float = 0.0):
-    """The paired t-test for rounds that ran side by side, else the two-sample one."""
-    if _pairs(base, new, paired):
-        return paired_t_on_logs(base.round_medians, new.round_medians, prior, offset, offset_variance)
-    return t_on_logs(base.round_medians, new.round_medians, prior, offset, offset_variance)
+                    offset: float = 0.0, offset_variance: float = 0.0, rounds: Optional[int] = None):
+    """The paired t-test for rounds that ran side by side, else the two-sample one; on the first
+    `rounds` rounds a side when given (a look of a sequential A/B run)."""
+    x, y = base.round_medians[:rounds], new.round_medians[:rounds]
+    if _pairs(base, new, paired) or (paired and rounds is not None and len(x) == len(y) >= 2):
+        return paired_t_on_logs(x, y, prior, offset, offset_variance)
+    return t_on_logs(x, y, prior, offset, offset_variance)
+
+
+def _looked_tests(bm: Measurement, nm: Measurement, evidence: Evidence, offset: float,
+                  offset_variance: float) -> LookedTests:
+    """The quantity's test at each look it had: with `evidence.looks`, at every point of the
+    schedule its rounds reached, each spending its share of alpha; else one look at all rounds."""
+    rounds = min(bm.round_count, nm.round_count)
+    if evidence.looks is None:
+        looks = [(None, evidence.alpha)]
+    else:
+        looks = evidence.looks.at(rounds, evidence.alpha) or evidence.looks.shares(evidence.alpha)[:1]
+    return LookedTests(tuple((n, share, _test_on_rounds(bm, nm, evidence.prior, evidence.paired, offset, offset_variance,
+                                                        n if evidence.looks is not None else None))
+                             for n, share in looks))
 
 
 def _pairs(base: Measurement, new: Measurement, paired: bool) -> bool:
@@ -454,7 +503,7 @@ def _one_line(text: str) -> str:
 
 
 def _summary_verdict(verdicts: List[str]) -> str:
-    for v in ("slower", "faster", "noisy"):
+    for v in ("slower", "faster", "undecided"):
         if v in verdicts:
             return v
     return "same"
@@ -491,23 +540,29 @@ def _compare_summaries(metric: str, base: Timing, new: Timing, threshold: float)
         return t.median_ms if statistic == "median" else (t.mean_ms if t.mean_ms is not None else t.center_ms)
 
     b, n = figure(base), figure(new)
-    result = MetricComparison(metric, b, n, None, "noisy", "threshold-only", statistic,
+    result = MetricComparison(metric, b, n, None, "undecided", "threshold-only", statistic,
                               n_base=len(base.samples_ms or ()) or None, n_new=len(new.samples_ms or ()) or None)
     if b is None or n is None or b <= 0 or n <= 0:
         result.reason = "no raw samples, and a zero or missing average; nothing to compare"
         return result
     result.ratio = n / b
-    result.verdict = {1: "slower", -1: "faster", 0: "same"}[_beyond(result.ratio, threshold)]
+    direction = _beyond(result.ratio, threshold)
+    if direction == 0:  # `same` needs an interval, and averages have none
+        result.reason = (f"change {percent_change(result.ratio)} within ±{threshold * 100:g}% on the averages alone: "
+                         "without raw samples no interval can establish `same` (time both sides with this suite)")
+        return result
+    result.verdict = {1: "slower", -1: "faster"}[direction]
     result.reason = f"change {percent_change(result.ratio)}; no raw samples, so the verdict rests on the threshold alone"
     return result
 
 
 def _not_measurable(result: MetricComparison, delta_ms: float, resolution_ms: float, threshold: float) -> bool:
-    """A change past the threshold but within CLOCK_STEPS of the clock: noisy, with the reason."""
+    """A change past the threshold but within CLOCK_STEPS of the clock: undecided, with the reason."""
     if _beyond(result.judged_ratio, threshold) == 0 or not within_step(delta_ms, CLOCK_STEPS * resolution_ms):
         return False
     result.reason = (f"change {percent_change(result.ratio)} is {abs(delta_ms) * 1e3:.3g} µs, within {CLOCK_STEPS} steps of "
-                     f"the clock ({resolution_ms * 1e3:g} µs each): not measurable")
+                     f"the clock ({resolution_ms * 1e3:g} µs each): not measurable; counting instructions (-p instructions) "
+                     "would decide it")
     return True
 
 
@@ -516,7 +571,7 @@ def _compare_rounds(metric: str, category: str, bm: Measurement, nm: Measurement
     """Median of round medians; a t-test on their logarithms, moderated by the variance prior
     and with the machine's drift divided out (a round is one piece of evidence, however many
     samples it holds)."""
-    result = MetricComparison(metric, bm.center, nm.center, None, "noisy", "rounds", "median of round medians",
+    result = MetricComparison(metric, bm.center, nm.center, None, "undecided", "rounds", "median of round medians",
                               n_base=bm.n, n_new=nm.n, rounds_base=bm.round_count, rounds_new=nm.round_count)
     if min(bm.round_medians) <= 0 or min(nm.round_medians) <= 0:
         result.reason = "a round median of 0 ms: the ratio is undefined"
@@ -529,10 +584,10 @@ def _compare_rounds(metric: str, category: str, bm: Measurement, nm: Measurement
         result.ratio_vs_machine = result.ratio / math.exp(offset)
     if _not_measurable(result, nm.center - bm.center, resolution, evidence.threshold):
         return result
-    test = _test_on_rounds(bm, nm, evidence.prior, evidence.paired, offset, offset_variance + scatter ** 2)
-    result.p_value, result.test_method = test.p_value, test.method
+    looked = _looked_tests(bm, nm, evidence, offset, offset_variance + scatter ** 2)
+    test = looked.last
+    result.p_value, result.test_method = looked.p_value(evidence.alpha), test.method
     result.ratio_low, result.ratio_high = test.ratio_ci95
-    result.detectable_ratio = test.detectable_ratio(evidence.alpha)
     parts = [f"{bm.round_count} vs {nm.round_count} rounds" + (", paired as they ran" if _pairs(bm, nm, evidence.paired) else ""),
              f"between-round spread {_spread_pct(bm)} vs {_spread_pct(nm)}"]
     if evidence.prior is not None:
@@ -542,7 +597,10 @@ def _compare_rounds(metric: str, category: str, bm: Measurement, nm: Measurement
         parts.append(f"machine drift {percent_change(math.exp(offset))}" + (f" ({group.name})" if group else "") + " divided out")
     if scatter > 0:
         parts.append(f"±{scatter * 100:.1f}% scatter between the sweeps added")
-    _judge(result, evidence, "; ".join(parts), "t-test on log round medians", _bimodal(result, bm, nm, evidence))
+    if len(looked.looks) > 1:
+        parts.append(f"{len(looked.looks)} looks (at {', '.join(str(n) for n, _s, _t in looked.looks)} rounds), "
+                     "p the sequential p-value over them")
+    _judge(result, evidence, "; ".join(parts), "t-test on log round medians", _bimodal(result, bm, nm, evidence), looked)
     return result
 
 
@@ -555,7 +613,7 @@ def _compare_one_process(metric: str, bm: Measurement, nm: Measurement, resoluti
                          evidence: Evidence) -> MetricComparison:
     """Reports without rounds: a U test on the samples of one process per side, flagged as such."""
     threshold = evidence.threshold
-    result = MetricComparison(metric, bm.median, nm.median, None, "noisy", "one-process", "median",
+    result = MetricComparison(metric, bm.median, nm.median, None, "undecided", "one-process", "median",
                               n_base=bm.n, n_new=nm.n, rounds_base=bm.round_count, rounds_new=nm.round_count)
     if bm.median <= 0 or nm.median <= 0:
         result.reason = "a median of 0 ms; the ratio is undefined"
@@ -571,19 +629,10 @@ def _compare_one_process(metric: str, bm: Measurement, nm: Measurement, resoluti
         return result
     test = mann_whitney(bm.samples_ms, nm.samples_ms)
     result.p_value, result.test_method = test.p_value, test.method
-    if result.ratio_low is None and _beyond(result.ratio, threshold) == 0 and not _tight(bm, nm, threshold):
-        result.reason = (f"change {percent_change(result.ratio)}, but with fewer than 6 samples a side there is no confidence "
-                         f"interval, and the IQR/median of the samples is not under ±{threshold * 100:g}%")
-        return result
     why = (f"{bm.n} vs {nm.n} samples from one process per side, which cannot separate process noise "
            "from a change (time with --rounds)")
     _judge(result, evidence, why, "Mann-Whitney U on the samples", _bimodal(result, bm, nm, evidence))
     return result
-
-
-def _tight(base: Measurement, new: Measurement, threshold: float) -> bool:
-    """Without confidence intervals (n < 6), "same" needs both spreads inside the threshold."""
-    return all(m.relative_iqr is not None and m.relative_iqr < threshold for m in (base, new))
 
 
 def _bimodal(result: MetricComparison, bm: Measurement, nm: Measurement, evidence: Evidence) -> Optional[int]:
@@ -593,11 +642,14 @@ def _bimodal(result: MetricComparison, bm: Measurement, nm: Measurement, evidenc
     return None if result.bimodal is None else modes.beyond_both_speeds(bm, nm, evidence.threshold)
 
 
-def _judge(result: MetricComparison, evidence: Evidence, why: str, test: str, clear: Optional[int] = None) -> None:
+def _judge(result: MetricComparison, evidence: Evidence, why: str, test_name: str, clear: Optional[int] = None,
+           looked: Optional[LookedTests] = None) -> None:
     """Decide now on the p-value alone, or leave the decision for compare() to take once every
     quantity's p-value is known (the false-discovery adjustment needs them all). `clear`: for a
-    bimodal quantity, the direction a change must have beyond both speeds to be called."""
-    decide = functools.partial(_decide, result, evidence.threshold, evidence.alpha, why, test, clear=clear)
+    bimodal quantity, the direction a change must have beyond both speeds to be called; `looked`:
+    the tests on rounds, whose intervals decide `same` and whose precision the claims rest on."""
+    decide = functools.partial(_decide, result, evidence.threshold, evidence.alpha, why, test_name, clear=clear,
+                               looked=looked)
     if evidence.pending is None:
         decide()
     else:
@@ -621,28 +673,109 @@ def decide_pending(pending: list) -> None:
         decide((float(q), len(pending)))
 
 
-def _decide(result: MetricComparison, threshold: float, alpha: float, evidence: str, test: str,
-            adjusted: Optional[Tuple[float, int]] = None, *, clear: Optional[int] = None) -> None:
-    """Set verdict and reason from the judged ratio, its 95% bounds and the test's p-value (its
-    q-value, when `adjusted` is (q-value, how many quantities were judged together))."""
+def _decide(result: MetricComparison, threshold: float, alpha: float, evidence: str, test_name: str,
+            adjusted: Optional[Tuple[float, int]] = None, *, clear: Optional[int] = None,
+            looked: Optional[LookedTests] = None) -> None:
+    """Set verdict and reason from the judged ratio, its interval and the test's p-value (its
+    q-value, when `adjusted` is (q-value, how many quantities were judged together)).
+
+    The claim (`detectable_ratio`) is made at the Bonferroni level alpha/m: a p-value below it
+    is called by Benjamini–Hochberg whatever the other quantities do, so the claim holds for a
+    lone change as for many."""
+    family = adjusted[1] if adjusted is not None else 1
+    level = alpha / family if looked is None else looked.last_share / family  # what the last look may spend
+    if looked is not None:
+        result.detectable_ratio = looked.last.detectable_ratio(level, CLAIM_POWER, math.log1p(threshold))
     direction = _beyond(result.judged_ratio, threshold)
     change = percent_change(result.judged_ratio)
     significance = result.p_value if adjusted is None else adjusted[0]
     stated = (f"p={result.p_value:.3g}" if adjusted is None else
               f"p={result.p_value:.3g}, q={adjusted[0]:.3g} over {adjusted[1]} quantities (Benjamini–Hochberg)")
-    if direction == 0 and _spans_both_ways(result, threshold):
-        result.reason = (f"change {change}, but the evidence allows anything from {percent_change(result.ratio_low)} to "
-                         f"{percent_change(result.ratio_high)} ({evidence})")
-    elif direction == 0:
-        result.verdict = "same"
-        result.reason = f"change {change} within ±{threshold * 100:g}% ({evidence})"
-    elif significance < alpha:
+    interval, interval_name = _same_interval(result, looked, alpha, threshold)
+    if direction != 0 and significance < alpha:
         result.verdict = {1: "slower", -1: "faster"}[direction]
-        result.reason = f"change {change}, {test} {stated} < {alpha:g} ({evidence})"
+        result.reason = f"change {change}, {test_name} {stated} < {alpha:g} ({evidence})"
+    elif _inside(interval, threshold):
+        result.verdict = "same"
+        result.reason = (f"change {change}; its {interval_name} interval {percent_change(interval[0])} to "
+                         f"{percent_change(interval[1])} lies within ±{threshold * 100:g}% ({evidence})")
     else:
-        result.reason = f"change {change} not confirmed: {test} {stated} ≥ {alpha:g} ({evidence})"
+        result.verdict = "undecided"
+        if direction != 0:
+            why = f"change {change} not confirmed: {test_name} {stated} ≥ {alpha:g}"
+        elif interval is None:
+            why = f"change {change}, but without an interval nothing establishes `same`"
+        else:
+            why = (f"change {change}, but its {interval_name} interval {percent_change(interval[0])} to "
+                   f"{percent_change(interval[1])} reaches beyond ±{threshold * 100:g}%")
+        result.reason = f"{why}; {_what_would_decide(result, looked, threshold, level)} ({evidence})"
     if result.bimodal is not None:
         _judge_bimodal(result, clear)
+
+
+def _inside(interval: Optional[Tuple[float, float]], threshold: float) -> bool:
+    """Both bounds within ±threshold (a bound of 0 is unbounded below: a new-side median
+    interval reaching 0)."""
+    return interval is not None and interval[0] > 0 and _beyond(interval[0], threshold) == 0 == _beyond(
+        interval[1], threshold)
+
+
+def _same_interval(result: MetricComparison, looked: Optional[LookedTests], alpha: float, threshold: float) -> tuple:
+    """The interval of the judged ratio that `same` rests on, and its name: on rounds the first
+    look's (1 - 2·share) interval that lies within the margin (TOST at the look's share of alpha),
+    else the last look's; on one process the bounds of the two medians' 95% intervals; (None, "")
+    without either."""
+    if looked is not None and looked.intervals():
+        intervals = looked.intervals()
+        interval, share = next(((i, s) for i, s in intervals if _inside(i, threshold)), intervals[-1])
+        return interval, f"{(1 - 2 * share) * 100:.4g}%"
+    if result.ratio_low is not None:
+        return (result.ratio_low, result.ratio_high), "95%"
+    return None, ""
+
+
+def _what_would_decide(result: MetricComparison, looked: Optional[LookedTests], threshold: float, level: float) -> str:
+    """For an undecided quantity: the smallest change it could have shown, and what would decide
+    it (more rounds, or counting instructions)."""
+    said = []
+    if result.detectable_ratio is not None:
+        said.append(f"it could have shown slowdowns of {percent_change(result.detectable_ratio)} and more")
+    test = looked.last if looked is not None else None
+    if test is not None and result.basis == "rounds":
+        result.rounds_to_decide = _rounds_to_decide(test, min(result.rounds_base, result.rounds_new), threshold, level)
+    if result.rounds_to_decide is not None and result.rounds_to_decide <= PRACTICAL_ROUNDS:
+        said.append(f"about {result.rounds_to_decide} more round(s) a side would decide it")
+    elif result.basis == "rounds" and result.rounds_to_decide is None and test is not None and test.fixed_variance:
+        said.append("no number of rounds would decide it: the machine's drift between the two sweeps is too uncertain "
+                    "(time both builds in one sitting with ab, or count instructions with -p instructions)")
+    elif result.basis == "rounds":
+        said.append(f"more than {PRACTICAL_ROUNDS} more rounds a side would be needed: count instructions (-p instructions)")
+    else:
+        said.append("time both sides with --rounds (or use ab) to decide it")
+    return "; ".join(said)
+
+
+def _rounds_to_decide(test: TestResult, rounds: int, threshold: float, level: float) -> Optional[int]:
+    """About how many more rounds a side would decide a quantity, were each new round as precise
+    as the ones so far and the change where it is: to call it beyond the margin at `level` when
+    it lies there, or `same` when inside. Only the rounds' share of the variance shrinks (as
+    1/rounds); the drift divided out between two sweeps does not, so where it alone is too wide
+    no number of rounds decides (None)."""
+    from scipy.stats import norm
+
+    if not test.standard_error or test.log_change is None or rounds < 1:
+        return None
+    change, limit = abs(test.log_change), math.log1p(threshold)
+    if change > limit:
+        target = change / float(norm.ppf(1 - level / 2))
+    elif change < limit:
+        target = (limit - change) / float(norm.ppf(1 - level))
+    else:
+        return None
+    shrinking = test.standard_error ** 2 - test.fixed_variance
+    if target ** 2 <= test.fixed_variance or shrinking <= 0:
+        return None
+    return max(1, math.ceil(rounds * shrinking / (target ** 2 - test.fixed_variance) - rounds))
 
 
 def _judge_bimodal(result: MetricComparison, clear: Optional[int]) -> None:
@@ -652,14 +785,6 @@ def _judge_bimodal(result: MetricComparison, clear: Optional[int]) -> None:
     if called is not None and called != clear:
         result.reason = (f"{result.bimodal}: the sides' speeds overlap, so {result.verdict} is not called "
                          f"({result.reason})")
-        result.verdict = "noisy"
+        result.verdict = "undecided"
     else:
         result.reason = f"{result.bimodal}; {result.reason}"
-
-
-def _spans_both_ways(result: MetricComparison, threshold: float) -> bool:
-    """The ratio bounds reach past the threshold on both sides: "same" would be a guess."""
-    if result.ratio_low is None:  # the bounds come in pairs
-        return False
-    below = result.ratio_low <= 0 or _beyond(result.ratio_low, threshold) < 0
-    return below and _beyond(result.ratio_high, threshold) > 0

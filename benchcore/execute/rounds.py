@@ -80,6 +80,19 @@ class RoundPlan:
                 pair += 1
         return slots
 
+    def added_slots(self, specs: Sequence[CaseSpec], sides: Sequence[str], first: int, count: int) -> List[Slot]:
+        """Rounds `first` .. `first + count - 1` of `specs` only: the rounds an A/B run adds to
+        the cases it has not decided (benchcore.compare.sequential), shuffled and alternated as
+        planned rounds are, each side first in half of them."""
+        slots: List[Slot] = []
+        for number in range(first, first + count):
+            ordered = list(specs)
+            random.Random(f"{self.order_seed}/{number}").shuffle(ordered)
+            for pair, spec in enumerate(ordered):
+                turn = sides if (pair + number) % 2 == 0 else tuple(reversed(sides))
+                slots += [Slot(spec, number, side) for side in turn]
+        return slots
+
     def to_dict(self) -> dict:
         return {"rounds": self.rounds, "order_seed": self.order_seed}
 
@@ -90,11 +103,12 @@ RUNS_PER_ROUND = "runs_per_round"
 
 def round_options(options: dict, number: int) -> dict:
     """A slot's options with its round's measured runs (options["rounds"][RUNS_PER_ROUND],
-    which a sweep sets); the options as given where none are set (a plain run_cases)."""
+    which a sweep sets; a round an A/B run added takes the last planned round's); the options as
+    given where none are set (a plain run_cases)."""
     runs = (options.get("rounds") or {}).get(RUNS_PER_ROUND)
     if not runs or "settings" not in options:
         return options
-    return {**options, "settings": {**options["settings"], "runs": runs[number - 1]}}
+    return {**options, "settings": {**options["settings"], "runs": runs[min(number, len(runs)) - 1]}}
 
 
 # --------------------------------------------------------------------------- combining rounds

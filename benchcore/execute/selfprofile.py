@@ -2,7 +2,7 @@
 
 The timed calls are what a sweep is for; everything else (a worker's start and framework
 import, building each case's inputs, the audit, the profiler's dumps, the reports) is the
-harness's cost, which docs/SPEED.md breaks down. With BENCHCORE_WORKER_PROFILE=DIR in a sweep's
+harness's cost, which lab/notes/speed.md breaks down. With BENCHCORE_WORKER_PROFILE=DIR in a sweep's
 environment, every worker process runs under cProfile from before its framework import and
 leaves DIR/worker-<pid>.prof when the parent closes it; scripts/speed_figures --breakdown reads
 them beside the parent's own profile. Off (and free) without the variable.

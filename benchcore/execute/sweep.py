@@ -105,14 +105,17 @@ class RunPlan:
 
 
 def measure(job: SweepJob, plan: RunPlan, prog: str, argv: Sequence[str], extra: dict,
-            collect_local: Optional[Callable[[], dict]] = None) -> Dict[str, Tuple[dict, List[CaseResult]]]:
+            collect_local: Optional[Callable[[], dict]] = None,
+            more_rounds: Optional[Callable[[Dict[str, Tuple[dict, List[CaseResult]]]], List[CaseSpec]]] = None,
+            step: int = 2) -> Dict[str, Tuple[dict, List[CaseResult]]]:
     """The steps every sweep takes, `ab` or not: side → (environment, results in the specs' order).
 
     Refuse a checkpoint that cannot be resumed (before anything is printed); with a cluster plan,
     hand the sweep to benchcore.execute.cluster.driver. Else read the machine's
     noise state and warn; collect each side's environment (this interpreter's through
-    `collect_local`, or an A/B side's in its own interpreter); run every slot; read the machine
-    again, recorded in each environment's `system` block.
+    `collect_local`, or an A/B side's in its own interpreter); run every slot (and, with
+    `more_rounds`, the rounds it adds: it reads what is measured so far, as this returns it);
+    read the machine again, recorded in each environment's `system` block.
     """
     from benchcore.execute.checkpoint import check_checkpoint
     from benchcore.execute.system import read_system
@@ -128,14 +131,18 @@ def measure(job: SweepJob, plan: RunPlan, prog: str, argv: Sequence[str], extra:
         environments = side_environments(job.pythons, job.suite, [prog, *argv], extra)
     else:
         environments = {"": collect_local() if collect_local else collect(prog, [prog, *argv], job.suite.collectors, extra)}
-    by_side = run(job, plan)
-    end = read_system().to_dict()
-    measured = {}
-    for side, results in by_side.items():
-        cases = [r for r in results if not reference.is_reference(r.spec)]
-        system = {"start": start.to_dict(), "end": end, "reference": _reference_block(results)}
-        measured[side] = (dict(environments[side], system=system), cases)
-    return measured
+
+    def measured(by_side: Dict[str, List[CaseResult]], end: Optional[dict]) -> Dict[str, Tuple[dict, List[CaseResult]]]:
+        found = {}
+        for side, results in by_side.items():
+            cases = [r for r in results if not reference.is_reference(r.spec)]
+            system = {"start": start.to_dict(), "end": end, "reference": _reference_block(results)}
+            found[side] = (dict(environments[side], system=system), cases)
+        return found
+
+    asks = (lambda by_side: more_rounds(measured(by_side, None))) if more_rounds is not None else None
+    by_side = run(job, plan, asks, step)
+    return measured(by_side, read_system().to_dict())
 
 
 def _reference_block(results: List[CaseResult]) -> Optional[dict]:
@@ -181,11 +188,35 @@ def side_environments(pythons: Dict[str, str], suite: Suite, argv: Sequence[str]
     return found
 
 
-def run(job: SweepJob, plan: RunPlan) -> Dict[str, List[CaseResult]]:
-    """Run every round of every case (on every side); side → results in the specs' order."""
+#: what an A/B run asks after each step of rounds: given each side's combined results so far, the
+#: cases to add rounds to (none: stop)
+MoreRounds = Callable[[Dict[str, List[CaseResult]]], List[CaseSpec]]
+
+
+def run(job: SweepJob, plan: RunPlan, more_rounds: Optional[MoreRounds] = None,
+        step: int = 2) -> Dict[str, List[CaseResult]]:
+    """Run every round of every case (on every side); side → results in the specs' order.
+
+    With `more_rounds` (an A/B run that decides as it goes, benchcore.cli.ab), after the planned
+    rounds and after every `step` rounds added, the cases it names get `step` more rounds a side,
+    until it names none."""
+    done = run_slots_of(job, plan, job.rounds.slots(job.all_specs, job.sides))
+    combined = combine(job, done)
+    number = job.rounds.rounds
+    specs = more_rounds(combined) if more_rounds is not None else []
+    added = dataclasses.replace(plan, resume=True)  # the checkpoint holds this run's planned rounds
+    while specs:
+        done += run_slots_of(job, added, job.rounds.added_slots(specs, job.sides, number + 1, step))
+        number += step
+        combined = combine(job, done)
+        specs = more_rounds(combined)
+    return combined
+
+
+def run_slots_of(job: SweepJob, plan: RunPlan, slots) -> list:
+    """The slots run in isolated workers as the plan asks, with progress: [(slot, result)]."""
     from benchcore.execute.worker import run_slots
 
-    slots = job.rounds.slots(job.all_specs, job.sides)
     bar = _progress(slots, job.suite.name)
     env = job.env
     if plan.isolate:  # the workers refuse a warmup their --timeout cannot hold
@@ -204,6 +235,11 @@ def run(job: SweepJob, plan: RunPlan) -> Dict[str, List[CaseResult]]:
     finally:
         bar.close()
     refuse_over_budget(result for _slot, result in done)
+    return done
+
+
+def combine(job: SweepJob, done: list) -> Dict[str, List[CaseResult]]:
+    """Each side's results, every case's rounds combined (the reference's by the core's rules)."""
     combined = {side: combine_results(done, job.specs, job.suite.combine_rounds, side) for side in job.sides}
     if job.reference:  # the reference's metrics are benchcore's own: combined by the core's rules
         for side in job.sides:

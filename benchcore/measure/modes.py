@@ -7,7 +7,7 @@ such a case shows a round spread of hundreds of percent, and a comparison of thr
 calls it "slower" whenever one side happens to draw the slow speed. So a Measurement is checked
 for two clusters — of its round medians (across processes) or of one round's samples (within a
 round; rounds too short to be judged alone, together) — and a comparison of a bimodal quantity
-calls a change only when it lies beyond both speeds. scripts/modes_figures measures how often
+calls a change only when it lies beyond both speeds. lab/figures/modes_figures measures how often
 the rules label rounds of known truth (docs/STEADY_STATE.md, *What the two rules cannot tell*).
 """
 

@@ -26,7 +26,7 @@ TOP_N = 25
 #: a comparison chart with more cases shows the most changed ones at each end
 MAX_COMPARISON_CASES = 80
 
-VERDICT_COLORS = {"slower": "#d62728", "faster": "#2ca02c", "same": "#1f77b4", "noisy": "#bbbbbb"}
+VERDICT_COLORS = {"slower": "#d62728", "faster": "#2ca02c", "same": "#1f77b4", "undecided": "#bbbbbb"}
 
 
 def require_matplotlib() -> None:
@@ -213,7 +213,7 @@ STYLES = {"slowest": _slowest_charts, "every_case": _every_case_chart}
 
 
 def write_comparison_chart(comparison: Comparison, out_dir) -> Optional[Path]:
-    """Ratio new/base per case, sorted, coloured by verdict; noisy cases grey and hatched.
+    """Ratio new/base per case, sorted, coloured by verdict; undecided cases grey and hatched.
 
     Whiskers span the 95% bounds of the ratio (from the rounds, or the medians' CIs) where the
     evidence gives them. None when no case was measured on both sides.
@@ -233,7 +233,7 @@ def write_comparison_chart(comparison: Comparison, out_dir) -> Optional[Path]:
     bars = ax.barh(y, [r - 1.0 for r in ratios], left=1.0,
                    color=[VERDICT_COLORS.get(c.verdict, "#bbbbbb") for c in cases])
     for bar, case in zip(bars, cases):
-        if case.verdict == "noisy":
+        if case.verdict == "undecided":
             bar.set_hatch("//")
             bar.set_edgecolor("#777777")
     lows, highs = [], []
@@ -282,7 +282,7 @@ def _case_bounds(case) -> Optional[tuple]:
 def _legend_patch(verdict: str):
     from matplotlib.patches import Patch
 
-    return Patch(facecolor=VERDICT_COLORS[verdict], hatch="//" if verdict == "noisy" else None,
+    return Patch(facecolor=VERDICT_COLORS[verdict], hatch="//" if verdict == "undecided" else None,
                  edgecolor="#777777", label=verdict)
 
 

@@ -69,8 +69,11 @@ def _header(c: Comparison) -> list:
                    if g.get("build_wide_slowdown_pct") is not None else [])
         out += [f"- gate (--fail-above {g['fail_above_pct']:g}%): " + ("**passed**" if g["passed"] else
                 f"**failed** — {', '.join(failing)}")]
-    out += [""] + [BASIS_NOTES[b] for b in c.bases] + ([""] if c.bases else [])
-    return out + _drift_section(c)
+    return out + [""]
+
+
+def _basis_notes(c: Comparison) -> list:
+    return [BASIS_NOTES[b] for b in c.bases] + ([""] if c.bases else [])
 
 
 def _drift_section(c: Comparison) -> list:
@@ -102,7 +105,8 @@ def _drift_section(c: Comparison) -> list:
 
 
 def comparison_markdown(comparison: Comparison, chart_links: str = "") -> str:
-    """The Markdown view of a Comparison (tables in GitHub style)."""
+    """The Markdown view of a Comparison (tables in GitHub style): the answer first, then the
+    evidence (drift, summary, cases, counts) that a reader checks it against."""
     from tabulate import tabulate
 
     def table(rows, headers):
@@ -110,39 +114,21 @@ def comparison_markdown(comparison: Comparison, chart_links: str = "") -> str:
 
     c = comparison
     out = _header(c)
+    if c.answer is not None:
+        out += ["## Answer", ""] + [f"- {line}" for line in c.answer.lines(limit=None)] + [""]
+    out += _basis_notes(c) + _drift_section(c)
     if c.env_differences:
         out += ["## Environment differences", ""]
         if c.env_mismatch_allowed:
             out += ["Compared anyway (--allow-env-mismatch): timings may differ for these reasons.", ""]
         out += [table([[d["key"], _env_value(d["base"]), _env_value(d["new"])] for d in c.env_differences],
                       ["Key", "Base", "New"]), ""]
-    out += ["## Summary", ""]
-    rows = [[s.category, s.cases, fmt_ms(s.geomean_ratio), percent_change(s.geomean_ratio)]
-            + [s.counts[v] for v in VERDICTS] + [percent_change(s.median_detectable_ratio)] for s in c.summary]
-    out += [table(rows, ["Category", "Cases", "Geomean ratio", "Change", *VERDICTS, "Detectable slowdown"]), ""]
-    if any(s.median_detectable_ratio is not None for s in c.summary):
-        out += ["*Detectable slowdown*: the median over the category's quantities of the smallest slowdown their "
-                "rounds would find 4 times in 5 at the significance level: changes well below it read `same` or "
-                "`noisy` whether they happened or not. More rounds (or `ab`) lower it.", ""]
-    out += ["## Cases", ""]
-    if c.counts is not None and c.cases:
-        out += ["Verdicts in this section rest on time; those under *Instruction counts* below rest on instruction "
-                "counts of the same cases.", ""]
-    rows = []
-    for case in sorted(c.cases, key=lambda k: -(k.ratio or 0)):
-        for m in case.metrics:
-            why = short_reason(m, c.threshold) if m.verdict == "noisy" else ""  # the full reason: the JSON
-            rows.append([case.label, case.category, m.metric, fmt_ms(m.base_ms), fmt_ms(m.new_ms),
-                         fmt_ms(m.ratio, ".3f"), percent_change(m.judged_ratio), fmt_ms(m.p_value, ".3g"), m.verdict,
-                         _evidence(m), why.replace("|", "\\|")])
-    drifted = c.drift is not None and c.drift.removes_anything
-    headers = ["Case", "Category", "Metric", "Base (ms)", "New (ms)", "Ratio",
-               "Change vs machine" if drifted else "Change", "p", "Verdict", "Evidence", "Why noisy"]
-    out += [table(rows, headers) if rows else "No case measured in both reports.", ""]
+    if c.cases or c.counts is None:
+        out += _timed_sections(c, table)
     if c.counts is not None:
-        from benchcore.compare.count_verdicts import markdown as counts_markdown
+        from benchcore.views import count_comparison
 
-        out += counts_markdown(c.counts)
+        out += count_comparison.markdown(c.counts)
     for title, items in (("Only in base", c.only_in_base), ("Only in new", c.only_in_new)):
         if items:
             out += [f"## {title} ({len(items)})", ""]
@@ -152,6 +138,33 @@ def comparison_markdown(comparison: Comparison, chart_links: str = "") -> str:
         out += [table([[i["label"], i["reason"]] for i in c.unmeasured], ["Case", "Why"]), ""]
     if chart_links:
         out += [chart_links.rstrip(), ""]
-    if c.answer is not None:
-        out += ["## Answer", ""] + [f"- {line}" for line in c.answer.lines(limit=None)] + [""]
     return "\n".join(out)
+
+
+def _timed_sections(c: Comparison, table) -> list:
+    """The summary per category and the table of timed quantities (left out of a comparison
+    judged on counts alone, where they would be empty)."""
+    out = ["## Summary", ""]
+    rows = [[s.category, s.cases, fmt_ms(s.geomean_ratio), percent_change(s.geomean_ratio)]
+            + [s.counts[v] for v in VERDICTS] + [percent_change(s.median_detectable_ratio)] for s in c.summary]
+    out += [table(rows, ["Category", "Cases", "Geomean ratio", "Change", *VERDICTS, "Detectable slowdown"]), ""]
+    if any(s.median_detectable_ratio is not None for s in c.summary):
+        out += ["*Detectable slowdown*: the median over the category's quantities of the smallest slowdown each "
+                "catches 9 times in 10 (each quantity's own claim is its `detectable_ratio` in the JSON): a smaller one "
+                "can hide in it. `same` means the change is established within the margin; `undecided` means neither "
+                "that nor a change is, and says how many more rounds would decide it.", ""]
+    out += ["## Cases", ""]
+    if c.counts is not None and c.cases:
+        out += ["Verdicts in this section rest on time; those under *Instruction counts* below rest on instruction "
+                "counts of the same cases.", ""]
+    rows = []
+    for case in sorted(c.cases, key=lambda k: -(k.ratio or 0)):
+        for m in case.metrics:
+            why = short_reason(m, c.threshold) if m.verdict == "undecided" else ""  # the full reason: the JSON
+            rows.append([case.label, case.category, m.metric, fmt_ms(m.base_ms), fmt_ms(m.new_ms),
+                         fmt_ms(m.ratio, ".3f"), percent_change(m.judged_ratio), fmt_ms(m.p_value, ".3g"), m.verdict,
+                         _evidence(m), why.replace("|", "\\|")])
+    drifted = c.drift is not None and c.drift.removes_anything
+    headers = ["Case", "Category", "Metric", "Base (ms)", "New (ms)", "Ratio",
+               "Change vs machine" if drifted else "Change", "p", "Verdict", "Evidence", "Why undecided"]
+    return out + [table(rows, headers) if rows else "No case measured in both reports.", ""]

@@ -1,7 +1,7 @@
 """opbench's MXNet executor with a planted change: the cases options["planted"] names (by case
 key) run with the leading dimension of their inputs grown by options["planted_factor"], under
 the same case key, so a report holds more work for an unchanged case (the instruction engine's
-tests and scripts/instruction_figures). With options["planted_second_time"], a case is grown only
+tests and lab/figures/instruction_figures). With options["planted_second_time"], a case is grown only
 the second time this worker runs it: one valgrind process then counts both sizes."""
 
 import math

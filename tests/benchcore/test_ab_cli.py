@@ -31,30 +31,50 @@ def one_line_error(proc, prog, *words):
 def test_opbench_ab_with_the_same_venv_twice_is_a_valid_aa_run(tmp_path):
     out = tmp_path / "ab"
     proc = run("opbench", "ab", "--base-python", sys.executable, "--new-python", sys.executable, *OPBENCH_FAST,
-               "--output-dir", str(out), cwd=tmp_path)
+               "--budget", "0", "--output-dir", str(out), cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     base, new = Report.load(out / "base.json"), Report.load(out / "new.json")
     assert [r.spec.key for r in base.results] == [r.spec.key for r in new.results] and base.results
     assert {base.environment["ab_side"], new.environment["ab_side"]} == {"base", "new"}
     for report in (base, new):
-        assert report.settings["rounds"]["rounds"] == 2
+        assert report.settings["rounds"]["rounds"] == 2 and "sequential" not in report.settings  # --budget 0
         assert all(len(r.rounds) == 2 for r in report.results)
         assert report.environment["system"]["reference"]["status"] == "ok"
     comparison = json.loads((out / "comparison.json").read_text())
-    assert comparison["drift"]["basis"] == "interleaved"
+    assert comparison["drift"]["basis"] == "interleaved" and comparison["sequential"] is None
     assert len(comparison["cases"]) == len(base.results)
     assert "# Comparison (opbench)" in (out / "comparison.md").read_text() and "# Comparison" in proc.stdout
+
+
+def test_opbench_ab_adds_rounds_to_the_undecided_cases_only_and_judges_by_its_looks(tmp_path):
+    out = tmp_path / "ab"
+    proc = run("opbench", "ab", "--base-python", sys.executable, "--new-python", sys.executable, *OPBENCH_FAST,
+               "--max-rounds", "4", "--output-dir", str(out), cwd=tmp_path)
+    assert proc.returncode in (0, 1), proc.stderr
+    base, new = Report.load(out / "base.json"), Report.load(out / "new.json")
+    looks = {"planned": 2, "step": 2, "horizon": 4, "spending": "pocock"}
+    assert base.settings["sequential"] == new.settings["sequential"] == looks
+    comparison = json.loads((out / "comparison.json").read_text())
+    assert comparison["sequential"] == looks
+    rounds = {r.spec.key: len(r.rounds) for r in base.results}
+    assert rounds == {r.spec.key: len(r.rounds) for r in new.results} and set(rounds.values()) <= {2, 4}
+    added = [key for key, n in rounds.items() if n == 4]
+    if added:  # tiny cases on a busy machine: usually some are undecided after 2 rounds
+        assert "rounds a side: adding 2 rounds a side to their" in proc.stderr
+        assert all("2 looks (at 2, 4 rounds)" in m["reason"] for c in comparison["cases"] if c["key"] in added
+                   for m in c["metrics"] if m["basis"] == "rounds" and m["p_value"] is not None)
 
 
 def test_rnnbench_ab_writes_both_reports_and_their_comparison(tmp_path):
     out = tmp_path / "ab"
     proc = run("rnnbench", "ab", "--base-python", sys.executable, "--new-python", sys.executable, *RNN_FAST,
-               "--threads", "1", "--output-dir", str(out), "--fail-above", "50", cwd=tmp_path)
+               "--threads", "1", "--output-dir", str(out), "--fail-above", "50", "--max-rounds", "4", cwd=tmp_path)
     assert proc.returncode in (0, 1), proc.stderr
     for side in ("base", "new"):
         report = Report.load(out / f"{side}.json")
         assert [r.spec.name for r in report.results] == ["cudnn"] and report.results[0].ok
         assert report.environment["threads"] == 1
+        assert report.settings["sequential"]["horizon"] == 4 and len(report.results[0].rounds) in (2, 4)
     # the exit status is the gate's: a millisecond-long A/A case can still be hit by a burst of
     # load on one side's rounds (the other test process), so either verdict may be right here
     gate = json.loads((out / "comparison.json").read_text())["gate"]

@@ -49,8 +49,11 @@ def test_one_line_per_changed_quantity_slowest_first_and_a_verdict():
     assert len(a.changes) == 2
     assert a.changes[0] == "op0 forward: 1.71× slower (+71.0%)"
     assert a.changes[1].startswith("op1 forward: 1.25× faster (-")
-    assert a.verdict.startswith("Verdict: 1 of 24 quantities slower, 1 faster; 0 too noisy to tell; "
-                                "this comparison detects slowdowns of about +")
+    same = sum(m.verdict == "same" for c in result.cases for m in c.metrics)
+    undecided = sum(m.verdict == "undecided" for c in result.cases for m in c.metrics)
+    assert same + undecided == 22 and same >= 18
+    assert a.verdict.startswith(f"Verdict: 1 of 24 quantities slower, 1 faster, {same} the same within ±5%; "
+                                f"{undecided} undecided; each quantity names the slowdown it catches 9 times in 10 (median +")
     assert a.warnings == []
     assert a.lines()[-1] == a.verdict
 
@@ -99,3 +102,64 @@ def test_reasons_are_short_and_the_statistics_stay_in_the_json():
     slower = result.cases[0].metrics[0] if result.cases[0].label.startswith("op0") else None
     slower = slower or next(m for c in result.cases for m in c.metrics if m.verdict == "slower")
     assert short_reason(slower, result.threshold).startswith("q=")
+
+
+# --------------------------------------------------------------------------- answers with counts
+
+
+def _counted(c, *verdicts):
+    """The comparison `c` with count verdicts (key, phase, ratio, verdict) on its cases' keys."""
+    from benchcore.compare.count_verdicts import CountComparison, CountVerdict
+
+    keys = {case.label: case.key for case in c.cases}
+    c.counts = CountComparison(verdicts=[
+        CountVerdict(keys.get(label, label), label, phase, "Ir", 1e6, 1e6 * ratio, ratio, 0.005, verdict, [3, 3])
+        for label, phase, ratio, verdict in verdicts])
+    return c
+
+
+def test_counted_reports_get_one_line_per_changed_quantity_saying_it_rests_on_counts():
+    c = _counted(compare(report([]), report([]), SUITE),
+                 ("broadcast_add (1024,1024)", "forward", 3.2, "slower"),
+                 ("relu (1024,1024)", "backward", 0.9, "faster"),
+                 ("sum (1024,1024)", "forward", 1.001, "same"))
+    a = answer(c)
+    assert a.changes == ["broadcast_add (1024,1024) forward: +220.0% instructions (counted)",
+                         "relu (1024,1024) backward: -10.0% instructions (counted)"]
+    assert a.verdict.startswith("Verdict on instruction counts: 1 of 3 quantities slower, 1 faster, 1 the same")
+
+
+def test_a_quantity_judged_on_time_and_on_counts_says_whether_they_agree():
+    """merge --both: op0 slower on time and on counts (agree); op1 faster on time, counts the same
+    (disagree); op2 the same on time, counts +2% within the 5% margin (agree) and op3 +30%
+    (disagree); a time-only change says it rests on time."""
+    base = report([1.0] * 12)
+    new = report([1.71, 0.8] + [1.0] * 10, seed=100)
+    c = _counted(compare(base, new, SUITE, interleaved=True),
+                 ("op0", "forward", 1.6, "slower"), ("op1", "forward", 1.0, "same"),
+                 ("op2", "forward", 1.02, "slower"), ("op3", "forward", 1.3, "slower"))
+    verdicts = {case.label: case.metrics[0].verdict for case in c.cases}
+    assert verdicts["op2"] == verdicts["op3"] == "same" and verdicts["op0"] == "slower"
+    lines = {line.split(":")[0]: line for line in answer(c).changes}
+    assert lines["op0 forward"] == ("op0 forward: 1.71× slower (+71.0%) (timed); +60.0% instructions (counted): "
+                                    "they agree")
+    assert lines["op1 forward"].startswith("op1 forward: 1.25× faster (-")
+    assert lines["op1 forward"].endswith("(timed); instructions the same within ±0.50% (counted): they disagree")
+    assert lines["op2 forward"] == ("op2 forward: the same within ±5% (timed); +2.0% instructions (counted): "
+                                    "they agree")
+    assert lines["op3 forward"].endswith("+30.0% instructions (counted): they disagree")
+    assert len(lines) == 4  # quantities unchanged both ways get no line
+    assert answer(c).changes[0].startswith("op0 forward")  # largest change first
+    assert answer(c).verdict.endswith("on instruction counts: 3 of 4 quantities slower, 0 faster, 1 the same "
+                                      "within their bands")
+
+
+def test_time_undecided_leaves_the_answer_to_the_counts():
+    from benchcore.compare.answer import quantity_line
+
+    base, new = report([1.0] * 12), report([1.0] * 12, seed=100)
+    m = compare(base, new, SUITE, interleaved=True).cases[0].metrics[0]
+    m.verdict = "undecided"
+    v = _counted(compare(report([]), report([]), SUITE), ("op0", "forward", 1.03, "slower")).counts.verdicts[0]
+    assert quantity_line("op0", "forward", m, v, 0.05) == ("op0 forward: undecided on time; +3.0% instructions "
+                                                            "(counted): the counts decide it")

@@ -80,6 +80,16 @@ def test_compare_judges_both_kinds_and_says_which_rests_on_what(reports, tmp_pat
     assert timed == set(counted) and len(counted) == 4  # the same quantities, judged both ways
     assert counted[("sum", "forward")] == "slower" and counted[("broadcast_add", "forward")] == "same"
     assert data["unmeasured"] == []
+    # the answer: one line per changed quantity, time and counts side by side (the same timings on both
+    # sides leave time undecided or the same; the counts moved +3%, within the 5% margin)
+    changes = data["answer"]["changes"]
+    assert len(changes) == data["instructions"]["verdicts"]["slower"] == 6  # sum's 3 cases, both phases
+    for line in changes:
+        assert line.startswith("sum ") and "+3.0% instructions (counted): " in line
+        assert line.endswith("undecided on time; +3.0% instructions (counted): the counts decide it") or \
+            line.endswith("the same within ±5% (timed); +3.0% instructions (counted): they agree")
+    assert data["answer"]["verdict"].endswith("on instruction counts: 6 of 16 quantities slower, 0 faster, "
+                                              "10 the same within their bands")
     jsonschema.validate(data, schemas.load("comparison"))
     assert opbench(["compare", str(base), str(new)]) == 0
     out = capsys.readouterr().out

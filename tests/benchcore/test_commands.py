@@ -156,8 +156,11 @@ def test_bad_inputs_are_one_line_exit_2(pair, tmp_path, capsys):
         (["compare", *pair, "--fail-above", "-1"], "--fail-above"),
         (["compare", *pair, "--fail-above", "nan"], "--fail-above: nan must be a finite number >= 0"),
         (["compare", *pair, "--fail-above", "inf"], "--fail-above"),
-        (["compare", *pair, "--threshold", "0"], "--threshold 0: the smallest change that counts is a percent above 0"),
-        (["compare", *pair, "--threshold", "150"], "and below 100; give e.g. --threshold 5"),
+        (["compare", *pair, "--threshold", "0"], "--threshold/--margin 0: the margin is a percent above 0"),
+        (["compare", *pair, "--threshold", "150"], "and below 100; give e.g. --margin 5"),
+        (["compare", *pair, "--margin", "100"], "--threshold/--margin 100: the margin is a percent above 0 and below 100"),
+        (["compare", *pair, "--margin", "-3"], "--margin: -3"),
+        (["compare", *pair, "--margin", "five"], "--margin"),
         (["compare", *pair, "--threshold", "0.05"], "0.05 looks like a fraction, but thresholds are in percent: "
                                                     "write 5 for 5%, or 0.05% if you mean 0.05 percent"),
         (["compare", *pair, "--fail-above", "0.5"], "0.5 looks like a fraction"),

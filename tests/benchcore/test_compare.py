@@ -174,17 +174,17 @@ def test_two_samples_each_are_noisy():
     base = make_report([op_result("exp", [1.0, 1.01])])
     new = make_report([op_result("exp", [1.5, 1.52])])
     case = compare(base, new).cases[0]
-    assert case.verdict == "noisy"
+    assert case.verdict == "undecided"
     assert "too few samples" in case.metrics[0].reason
 
 
-def test_large_change_the_test_cannot_confirm_is_noisy():
+def test_large_change_the_test_cannot_confirm_is_undecided():
     # medians 20% apart, but the spread is so wide that the U test cannot tell them apart
     base = make_report([op_result("exp", samples(1.0, n=8, noise=0.6, seed=8))])
     new = make_report([op_result("exp", [v * 1.2 for v in samples(1.0, n=8, noise=0.6, seed=9)])])
     m = compare(base, new).cases[0].metrics[0]
     assert m.p_value >= 0.05
-    assert m.verdict == "noisy" and "not confirmed" in m.reason
+    assert m.verdict == "undecided" and "not confirmed" in m.reason
 
 
 def test_small_significant_change_is_same():
@@ -194,14 +194,14 @@ def test_small_significant_change_is_same():
     assert m.p_value < 1e-6 and m.verdict == "same"
 
 
-def test_spread_too_wide_to_call_same_is_noisy():
+def test_spread_too_wide_to_call_same_is_undecided():
     # medians within 5%, but each side's IQR is ~40%: the data cannot exclude a 10% change
     spread = samples(1.0, n=12, noise=0.3, seed=10)
     base = make_report([op_result("exp", spread)])
     new = make_report([op_result("exp", [v * 1.02 for v in spread])])
     m = compare(base, new).cases[0].metrics[0]
     assert m.ratio == pytest.approx(1.02)
-    assert m.verdict == "noisy" and "the evidence allows anything from" in m.reason
+    assert m.verdict == "undecided" and "95% interval" in m.reason and "reaches beyond ±5%" in m.reason
 
 
 def test_summaries_without_samples_compare_medians():
@@ -230,11 +230,12 @@ def test_opperf_averages_give_threshold_only_verdicts():
     cases = {c.name: c for c in compare(base, new).cases}
     assert cases["exp"].verdict == "slower"
     assert cases["log"].verdict == "faster"
-    assert cases["sin"].verdict == "same"
+    # within the margin on averages alone is not established: averages have no interval
+    assert cases["sin"].verdict == "undecided" and "no interval can establish `same`" in cases["sin"].metrics[0].reason
     for case in cases.values():
         assert case.basis == "threshold-only"
         assert all(m.basis == "threshold-only" and m.p_value is None for m in case.metrics)
-        assert "threshold alone" in case.metrics[0].reason
+    assert all("threshold alone" in cases[name].metrics[0].reason for name in ("exp", "log"))
 
 
 def native_result(name, wall, kernel_fwd, kernel_bwd=None):
@@ -285,7 +286,7 @@ def test_samples_on_one_side_only_compares_means():
     new = make_report([opperf_result("exp", 1.75)])
     m = compare(base, new).cases[0].metrics[0]
     assert m.statistic == "mean" and m.basis == "threshold-only"
-    assert m.ratio == pytest.approx(1.0) and m.verdict == "same"
+    assert m.ratio == pytest.approx(1.0) and m.verdict == "undecided"
 
 
 def test_unmatched_and_unmeasured_cases_are_listed():
@@ -322,7 +323,7 @@ def test_geometric_means_per_category_and_overall():
     assert summary["gemm"].geomean_ratio == pytest.approx(2.0)
     assert summary["overall"].geomean_ratio == pytest.approx((1.2 * 0.9 * 2.0 * 1.0) ** 0.25)
     assert summary["overall"].cases == 4
-    assert summary["unary"].counts == {"faster": 1, "slower": 1, "same": 0, "noisy": 0}
+    assert summary["unary"].counts == {"faster": 1, "slower": 1, "same": 0, "undecided": 0}
     assert list(summary)[-1] == "overall"
     assert geometric_mean([]) is None
 
@@ -393,7 +394,7 @@ def test_markdown_and_json_views():
     assert "slower" in text and "threshold-only" in text and "Only in base (1)" in text
     data = json.loads(result.to_json())
     assert data["schema"] == "benchcore-comparison"
-    assert {c["name"]: c["verdict"] for c in data["cases"]} == {"exp": "slower", "log": "same"}
+    assert {c["name"]: c["verdict"] for c in data["cases"]} == {"exp": "slower", "log": "undecided"}
     assert data["summary"][-1]["category"] == "overall"
     assert data["only_in_base"][0]["name"] == "sin"
 
@@ -449,18 +450,18 @@ def test_a_zero_lower_bound_on_the_new_side_is_unbounded_not_a_crash():
     base = make_report([op_result("exp", [0.001] * 10 + [0.002] * 10)])
     new = make_report([op_result("exp", [0.0] * 6 + [0.001] * 4 + [0.002] * 10)])
     [case] = compare(base, new).cases
-    assert case.metrics[0].ratio_low == 0 and case.verdict == "noisy"
+    assert case.metrics[0].ratio_low == 0 and case.verdict == "undecided"
 
 
-def test_same_needs_tight_samples_when_too_few_for_a_confidence_interval():
-    spread = compare(make_report([op_result("exp", [1, .3, 1, 3, 9])]), make_report([op_result("exp", [1.01, .2, 1, 5, .1])]))
-    assert spread.cases[0].verdict == "noisy" and "fewer than 6 samples" in spread.cases[0].metrics[0].reason
-    tight = compare(make_report([op_result("exp", [1.0, 1.01, 0.99, 1.0, 1.0])]),
-                    make_report([op_result("exp", [1.0, 1.0, 1.01, 0.99, 1.0])]))
-    assert tight.cases[0].verdict == "same"
+def test_same_needs_an_interval_even_when_the_samples_agree():
+    """With fewer than 6 samples a side no interval exists, so nothing establishes `same`: samples
+    that agree to 1% are undecided, as scattered ones are (not significant is never the same)."""
+    for base, new in (([1, .3, 1, 3, 9], [1.01, .2, 1, 5, .1]), ([1.0, 1.01, 0.99, 1.0, 1.0], [1.0, 1.0, 1.01, 0.99, 1.0])):
+        [case] = compare(make_report([op_result("exp", base)]), make_report([op_result("exp", new)])).cases
+        assert case.verdict == "undecided" and "without an interval nothing establishes `same`" in case.metrics[0].reason
 
 
-@pytest.mark.parametrize("new_us,verdict", [(3, "noisy"), (4, "noisy"), (6, "slower")])
+@pytest.mark.parametrize("new_us,verdict", [(3, "undecided"), (4, "undecided"), (6, "slower")])
 def test_a_change_within_two_profiler_ticks_is_not_a_regression(new_us, verdict):
     """3 µs → 5 µs is +67% on paper and two steps of a microsecond clock that truncates both
     ends of every interval (the shape_array false alarm)."""
@@ -468,7 +469,7 @@ def test_a_change_within_two_profiler_ticks_is_not_a_regression(new_us, verdict)
     new = make_report([_native("shape_array", [new_us / 1000] * 30)])
     [case] = compare(base, new).cases
     assert case.verdict == verdict
-    if verdict == "noisy":
+    if verdict == "undecided":
         assert "within 2 steps of the clock (1 µs each)" in case.metrics[0].reason
 
 
@@ -506,7 +507,7 @@ def test_between_round_noise_raises_no_alarm_where_the_sample_test_raises_many()
     assert alarms(by_samples) >= 10
 
 
-@pytest.mark.parametrize("scale,verdict", [(1.15, "slower"), (1 / 1.15, "faster"), (1.02, "same")])
+@pytest.mark.parametrize("scale,verdict", [(1.15, "slower"), (1 / 1.15, "faster"), (1.0, "same")])
 def test_a_shift_beyond_the_between_round_noise_is_found_in_both_directions(scale, verdict):
     rng = np.random.default_rng(3)
     base = rounds_result("exp", levels(rng, 5, 0.02), seed=1)
@@ -524,7 +525,7 @@ def test_a_large_change_that_the_rounds_do_not_confirm_is_noisy():
     base = rounds_result("exp", [0.8, 1.3], seed=1)
     new = rounds_result("exp", [1.0, 1.5], seed=2)
     m = compare(make_report([base]), make_report([new])).cases[0].metrics[0]
-    assert m.verdict == "noisy" and m.p_value >= 0.05 and "not confirmed" in m.reason
+    assert m.verdict == "undecided" and m.p_value >= 0.05 and "not confirmed" in m.reason
 
 
 def test_few_rounds_that_agree_still_support_a_verdict():
@@ -552,7 +553,7 @@ def test_rounds_at_the_clock_step_are_not_a_verdict():
 
     m = compare(make_report([quantized("shape_array", 0.003)]),
                 make_report([quantized("shape_array", 0.005)])).cases[0].metrics[0]
-    assert m.basis == "rounds" and m.verdict == "noisy" and "within 2 steps" in m.reason
+    assert m.basis == "rounds" and m.verdict == "undecided" and "within 2 steps" in m.reason
 
 
 def test_one_side_without_rounds_is_judged_on_one_process_and_says_so():
@@ -602,7 +603,7 @@ def test_a_slower_machine_is_divided_out_when_the_reference_agrees():
     (group,) = result.drift.groups
     assert result.drift.basis == group.basis == "machine" and group.name == "forward · unary"
     assert group.removed_ratio == pytest.approx(1.08, rel=0.02)
-    assert group.verdict == "noisy"  # the reference stands for the cases too loosely to exclude a 5% build change
+    assert group.verdict == "undecided"  # the reference stands for the cases too loosely to exclude a 5% build change
     assert sum(v in ("faster", "slower") for v in verdicts(result)) <= 1
     m = result.cases[0].metrics[0]
     assert m.ratio == pytest.approx(1.08, rel=0.04) and m.judged_ratio == pytest.approx(1.0, abs=0.04)
@@ -616,7 +617,13 @@ def test_cases_that_changed_are_found_on_a_drifting_machine():
     result = compare(sweep([1.0] * 40, 1.0, 1.0, seed=3), sweep(scales, 1.06, 1.06, seed=4))
     found = {c.name for c in result.cases if c.verdict == "slower"}
     assert found == {f"op{i}" for i in range(0, 40, 5)}
-    assert all(c.verdict == "same" for c in result.cases if c.name not in found)
+    unchanged = [c for c in result.cases if c.name not in found]
+    # 3 rounds a side on a drifting machine establish ±5% for most, never a change; the rest say
+    # what would decide them
+    assert {c.verdict for c in unchanged} <= {"same", "undecided"}
+    assert sum(c.verdict == "same" for c in unchanged) >= 0.6 * len(unchanged)
+    assert all(("would decide it" in c.metrics[0].reason or "count instructions" in c.metrics[0].reason)
+               and c.metrics[0].detectable_ratio for c in unchanged if c.verdict == "undecided")
 
 
 def test_a_build_wide_slowdown_the_machine_does_not_explain_is_its_own_verdict():
@@ -643,7 +650,7 @@ def test_a_reference_too_noisy_to_disagree_lets_the_cases_shift_be_the_machines(
                      sweep([1.0] * 40, 0.92, 1.0, seed=16, reference_noise=0.3))
     (g,) = result.drift.groups
     assert g.basis == "machine" and g.removed_ratio == pytest.approx(0.92, rel=0.02)
-    assert g.verdict == "noisy"  # the build's own change can be neither confirmed nor excluded
+    assert g.verdict == "undecided"  # the build's own change can be neither confirmed nor excluded
     assert sum(v in ("faster", "slower") for v in verdicts(result)) <= 1
     assert result.gate_verdict(10)["passed"]
 
@@ -671,7 +678,7 @@ def test_few_cases_divide_out_the_reference_alone():
     assert result.drift.basis == "reference" and "too few quantities" in result.drift.reason
     assert result.drift.removed_ratio == pytest.approx(1.08, rel=0.01)
     assert result.drift.removed_log_variance >= REFERENCE_TRANSFER_SD ** 2 / 2  # what numpy tells of the cases
-    assert all(v in ("same", "noisy") for v in verdicts(result))
+    assert all(v in ("same", "undecided") for v in verdicts(result))
     assert all(m.judged_ratio == pytest.approx(1.0, abs=0.03) for c in result.cases for m in c.metrics)
 
 
@@ -697,10 +704,10 @@ def two_per_round(medians):
 
 def record(metric, **fields):
     """A MetricComparison as a dict: compare_timings' defaults plus `fields`."""
-    defaults = dict(metric=metric, base_ms=None, new_ms=None, ratio=None, verdict="noisy", basis="rounds", q_value=None,
+    defaults = dict(metric=metric, base_ms=None, new_ms=None, ratio=None, verdict="undecided", basis="rounds", q_value=None,
                     statistic="median of round medians", p_value=None, test_method=None, n_base=None, n_new=None,
                     rounds_base=None, rounds_new=None, ratio_low=None, ratio_high=None, ratio_vs_machine=None,
-                    detectable_ratio=None, bimodal=None,
+                    detectable_ratio=None, rounds_to_decide=None, bimodal=None,
                     reason="")
     return {**defaults, **fields}
 
@@ -715,13 +722,15 @@ def test_the_record_of_a_slowdown_on_rounds():
     assert judged("backward", two_per_round(base), two_per_round(new)) == record(
         "backward", base_ms=2.0, new_ms=4.0, ratio=2.0, verdict="slower", p_value=test.p_value,
         test_method="t-log", n_base=6, n_new=6, rounds_base=3, rounds_new=3,
-        ratio_low=test.ratio_ci95[0], ratio_high=test.ratio_ci95[1], detectable_ratio=test.detectable_ratio(),
+        ratio_low=test.ratio_ci95[0], ratio_high=test.ratio_ci95[1],
+        detectable_ratio=test.detectable_ratio(0.05, 0.9, math.log(1.05)),
         reason=f"change +100.0%, t-test on log round medians p={test.p_value:.3g} < 0.05 "
                "(3 vs 3 rounds; between-round spread 20.0% vs 20.0%)")
     # a p-value equal to alpha does not confirm the change
     at_alpha = judged("backward", two_per_round(base), two_per_round(new), alpha=test.p_value)
-    assert at_alpha["verdict"] == "noisy" and at_alpha["reason"].startswith(
-        f"change +100.0% not confirmed: t-test on log round medians p={test.p_value:.3g} ≥ {test.p_value:g} (3 vs 3")
+    assert at_alpha["verdict"] == "undecided" and at_alpha["reason"].startswith(
+        f"change +100.0% not confirmed: t-test on log round medians p={test.p_value:.3g} ≥ {test.p_value:g}; it could "
+        "have shown slowdowns of")
 
 
 @pytest.mark.parametrize("side", ["base", "new"])
@@ -752,7 +761,7 @@ def test_the_record_of_one_process_with_confidence_intervals():
 def test_a_median_of_zero_on_either_side_leaves_no_ratio():
     for base, new in (([0.0] * 5, [1.0] * 5), ([1.0] * 5, [0.0] * 5)):
         got = judged("forward", timing(base), timing(new))
-        assert (got["ratio"], got["verdict"], got["reason"]) == (None, "noisy", "a median of 0 ms; the ratio is undefined")
+        assert (got["ratio"], got["verdict"], got["reason"]) == (None, "undecided", "a median of 0 ms; the ratio is undefined")
 
 
 def test_one_side_without_a_confidence_interval_gives_no_ratio_bounds():
@@ -771,26 +780,31 @@ def test_three_samples_a_side_are_enough_two_are_not():
         assert got["reason"] == f"too few samples ({n_base} vs {n_new}; need at least 3 each)" and got["p_value"] is None
 
 
-def test_same_without_intervals_needs_spreads_strictly_inside_the_threshold():
-    at_threshold = [19.0, 19.5, 20.0, 20.5, 21.0]  # IQR / median = 1 / 20: exactly 5%
+def test_without_an_interval_nothing_is_the_same():
+    at_threshold = [19.0, 19.5, 20.0, 20.5, 21.0]  # 5 samples: no interval for a median
     got = judged("forward", timing(at_threshold), timing(at_threshold))
-    assert got["verdict"] == "noisy" and got["reason"] == (
-        "change +0.0%, but with fewer than 6 samples a side there is no confidence interval, and the IQR/median of "
-        "the samples is not under ±5%")
+    assert got["verdict"] == "undecided" and got["reason"] == (
+        "change +0.0%, but without an interval nothing establishes `same`; time both sides with --rounds (or use ab) "
+        "to decide it (5 vs 5 samples from one process per side, which cannot separate process noise from a change "
+        "(time with --rounds))")
 
 
-def test_same_when_the_bounds_reach_past_the_threshold_on_one_side_only():
-    base, new = [1.0] * 10, [0.9] * 4 + [1.0] * 6  # ratio 1, bounds 0.9 to 1.0: never slower
+def test_same_only_when_the_interval_lies_within_the_margin():
+    base, new = [1.0] * 10, [0.9] * 4 + [1.0] * 6  # ratio 1, bounds 0.9 to 1.0: -10% is not excluded
     got = judged("forward", timing(base), timing(new))
-    assert (got["ratio_low"], got["ratio_high"], got["verdict"]) == (0.9, 1.0, "same")
-    assert got["reason"] == ("change +0.0% within ±5% (10 vs 10 samples from one process per side, which cannot "
-                             "separate process noise from a change (time with --rounds))")
+    assert (got["ratio_low"], got["ratio_high"], got["verdict"]) == (0.9, 1.0, "undecided")
+    assert "95% interval -10.0% to +0.0% reaches beyond ±5%" in got["reason"]
+    tight = judged("forward", timing(base), timing([0.98] * 4 + [1.0] * 6))
+    assert (tight["ratio_low"], tight["ratio_high"], tight["verdict"]) == (0.98, 1.0, "same")
+    assert tight["reason"] == ("change +0.0%; its 95% interval -2.0% to +0.0% lies within ±5% (10 vs 10 samples from one "
+                               "process per side, which cannot separate process noise from a change (time with --rounds))")
 
 
 def test_the_clock_step_reason_gives_the_change_in_microseconds():
     got = judged("forward", timing([0.010] * 10, 0.001), timing([0.011004] * 10, 0.001))
-    assert got["verdict"] == "noisy" and got["reason"] == (
-        "change +10.0% is 1 µs, within 2 steps of the clock (1 µs each): not measurable")
+    assert got["verdict"] == "undecided" and got["reason"] == (
+        "change +10.0% is 1 µs, within 2 steps of the clock (1 µs each): not measurable; counting instructions "
+        "(-p instructions) would decide it")
 
 
 def test_the_records_of_threshold_only_verdicts():
@@ -804,18 +818,22 @@ def test_the_records_of_threshold_only_verdicts():
     # a median on one side and a mean on the other: the median stands in for the missing mean
     median_only = Timing(None, 2.0, None, "summary")
     got = judged("forward", median_only, from_opperf(2.0))
-    assert (got["statistic"], got["base_ms"], got["verdict"]) == ("mean", 2.0, "same")
+    assert (got["statistic"], got["base_ms"], got["verdict"]) == ("mean", 2.0, "undecided")
     for b, n in ((0.0, 1.0), (1.0, 0.0), (None, 1.0)):
         base = from_opperf(b) if b is not None else Timing(None, None, None, "summary")
         got = judged("forward", base, from_opperf(n))
         assert (got["ratio"], got["verdict"], got["reason"]) == (
-            None, "noisy", "no raw samples, and a zero or missing average; nothing to compare"), (b, n)
+            None, "undecided", "no raw samples, and a zero or missing average; nothing to compare"), (b, n)
 
 
 def test_a_change_exactly_at_the_threshold_is_within_it():
-    assert judged("forward", from_opperf(1.0), from_opperf(1.25), threshold=0.25)["verdict"] == "same"
+    """Within the margin is never called slower or faster (on averages it is not `same` either:
+    no interval)."""
+    assert judged("forward", from_opperf(1.0), from_opperf(1.25), threshold=0.25)["verdict"] == "undecided"
     # 0.75 = 1 / (1 + t) exactly in floating point for this t: the lower bound, also within
-    assert judged("forward", from_opperf(1.0), from_opperf(0.75), threshold=0.33333333333333326)["verdict"] == "same"
+    assert judged("forward", from_opperf(1.0), from_opperf(0.75), threshold=0.33333333333333326)["verdict"] == "undecided"
+    exact = judged("forward", two_per_round([1.0, 1.0, 1.0]), two_per_round([1.25, 1.25, 1.25]), threshold=0.25)
+    assert exact["verdict"] == "same" and "lies within ±25%" in exact["reason"]
 
 
 def test_unmeasured_matched_cases_say_why_in_one_line():
@@ -860,7 +878,7 @@ def test_the_comparison_record_and_its_json():
     assert list(data) == ["schema", "suite", "threshold", "alpha", "base", "new", "env_differences",
                           "env_mismatch_allowed", "bases", "summary", "cases", "only_in_base", "only_in_new",
                           "unmeasured", "drift", "variance_prior", "gate", "answer",
-                          "instructions"]
+                          "instructions", "sequential"]
     assert data["drift"]["basis"] == "none" and data["variance_prior"] is None  # no rounds: no drift, no prior
     assert {k: data[k] for k in ("schema", "suite", "threshold", "alpha", "base", "new", "env_mismatch_allowed",
                                  "bases", "gate", "unmeasured")} == {
@@ -1034,7 +1052,7 @@ def test_a_build_wide_slowdown_fails_the_gate_only_when_judged_slower_and_strict
     comparison = Comparison("opbench", 0.05, 0.05)
     assert comparison.build_wide_slowdown(10) is None  # no drift at all
     for drift, slowdown in ((_drift("slower", 1.25), 1.25), (_drift("slower", 1.1), None), (_drift("slower", 1.05), None),
-                            (_drift("noisy", 1.25), None), (_drift("same", 1.25), None), (_drift("slower", None), None)):
+                            (_drift("undecided", 1.25), None), (_drift("same", 1.25), None), (_drift("slower", None), None)):
         comparison.drift = drift
         assert comparison.build_wide_slowdown(10) == slowdown, drift
     comparison.drift = _drift("slower", 1.25)
@@ -1052,13 +1070,16 @@ def test_a_comparison_without_drift_or_prior_records_them_as_null():
     assert (data["drift"], data["variance_prior"], data["cases"]) == (None, None, [])
 
 
-def test_the_summary_gives_the_median_detectable_slowdown_over_the_quantities():
+def test_each_quantity_claims_what_it_detects_at_the_bonferroni_level_of_its_comparison():
+    """The claim is made at alpha / m with 90% power and the margin: a p-value under alpha / m is
+    called by Benjamini–Hochberg whatever the other m - 1 quantities do, so a claim holds for a
+    lone change as for many."""
     medians = {"a": ([2.0, 2.2, 1.8], [2.0, 2.1, 1.9]), "b": ([1.0, 1.05, 0.95], [1.0, 1.02, 0.99]),
                "c": ([3.0, 3.6, 2.7], [3.1, 3.3, 2.8])}
     result = compare(make_report([rounds_of(k, b) for k, (b, _n) in medians.items()]),
                      make_report([rounds_of(k, n) for k, (_b, n) in medians.items()]))
     assert result.prior is None and result.drift.removed_ratio == 1.0  # three cases, no reference
-    detectable = [t_on_logs(b, n).detectable_ratio(0.05) for b, n in medians.values()]
+    detectable = [t_on_logs(b, n).detectable_ratio(0.05 / 3, 0.9, math.log(1.05)) for b, n in medians.values()]
     assert [m.detectable_ratio for c in result.cases for m in c.metrics] == pytest.approx(detectable)
     assert result.summary[-1].median_detectable_ratio == pytest.approx(float(np.median(detectable)))
     no_rounds = compare(make_report([op_result("exp", samples(1.0))]), make_report([op_result("exp", samples(1.0))]))
@@ -1144,7 +1165,7 @@ def test_quantities_judged_together_state_their_q_value_and_their_number():
         m = case.metrics[0]
         assert m.q_value == pytest.approx(q[case.name], rel=1e-9)
         assert f"p={m.p_value:.3g}, q={m.q_value:.3g} over 2 quantities (Benjamini–Hochberg)" in m.reason
-        assert m.verdict == ("slower" if m.q_value < 0.05 else "noisy") == case.verdict
+        assert m.verdict == ("slower" if m.q_value < 0.05 else "undecided") == case.verdict
 
 
 H100_OLDER = dict(ENV, torch={"version": "2.12.0", "threads": 2, "gpu": {"name": "H100"}})

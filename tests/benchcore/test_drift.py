@@ -112,7 +112,7 @@ def test_a_phase_the_build_slowed_beyond_the_machine_is_the_builds_and_fails_the
     new = [(n, f, b * 1.30, c) for n, f, b, c in base]
     result = compare(sweep(base, 9, (1.0, 1.0)), sweep(new, 10, (1.0, 1.01)))
     g = groups(result)
-    assert g["forward · unary"].basis == "machine" and g["forward · unary"].verdict in ("same", "noisy")
+    assert g["forward · unary"].basis == "machine" and g["forward · unary"].verdict in ("same", "undecided")
     back = g["backward · unary"]
     assert back.basis == "reference" and back.verdict == "slower" and back.build_ratio == pytest.approx(1.286, rel=0.03)
     assert back.removed_ratio == pytest.approx(1.01, rel=0.005)  # the bracket's nearest end only
@@ -132,7 +132,7 @@ def test_a_reference_that_moved_while_the_cases_did_not_makes_no_build_verdict()
     (REFERENCE_TRANSFER_SD): no build-wide verdict, nothing divided out but the cases' own shift."""
     base = [(f"op{i}", 1.0 + i % 7, 2.0 + i % 5, "unary") for i in range(40)]
     result = compare(sweep(base, 21, (1.0, 1.0)), sweep(base, 22, (1.19, 1.22)))
-    assert all(g.basis == "machine" and g.verdict == "noisy" for g in result.drift.groups)
+    assert all(g.basis == "machine" and g.verdict == "undecided" for g in result.drift.groups)
     assert all(g.removed_ratio == pytest.approx(1.0, abs=0.02) for g in result.drift.groups)
     assert alarms(result) == [] and result.gate_verdict(10)["passed"]
 

@@ -4,16 +4,16 @@ run's rows, the worker restart after a CUDA error, cold-cache timing and the SM 
 
 from __future__ import annotations
 
-import subprocess
+import sys
 
 import pytest
 
 from benchcore.execute.worker import run_cases
 from benchcore.measure.case import CaseSpec
-from benchcore.measure.gpu_clock import SMI_FIELDS, ClockReading, read_smi, sm_clock, smi_command
+from benchcore.measure.gpu_clock import SLOWDOWNS, ClockReading, read_smi, slowdowns_of_mask, sm_clock, smi_command
 from benchcore.measure.timers import CudaEventTimer, L2Flush, timer_for
 from opbench.backends.torch.kineto import RANGE_NAME
-from rnnbench.profiler_table import markdown_table, parse_key_averages
+from rnnbench.profiler_table import markdown_table, parse_key_averages, totals
 from tests.cuda_fakes import FakeCuda, cuda_run
 
 EXECUTOR = "tests.benchcore.executors:execute"
@@ -29,9 +29,28 @@ def test_key_averages_keep_a_ranges_cpu_and_gpu_rows_apart():
     assert gpu["total_ms"] == 0 and gpu["device_total_ms"] == pytest.approx((2 * 28 + 2 * 70) / 1e3)
     # the forward ranges' kernels (backward's ran on another thread, under no range)
     assert cpu["device_total_ms"] == pytest.approx(2 * 5 / 1e3)
-    assert stats["void aten::mul_kernel [CUDA]"]["device_self_ms"] == pytest.approx(2 * 5 / 1e3)
+    assert stats["void aten::mul_kernel [CUDA]"]["device_self_ms"] == pytest.approx((2 * 5 + 2 * 7) / 1e3)
     assert stats["aten::mul"]["count"] == 6 and stats["aten::mul"]["device_self_ms"] == pytest.approx((2 * 5 + 2 * 7) / 1e3)
     assert "Device total" in markdown_table(stats)
+
+
+def test_profile_totals_count_each_kernel_once_and_ranges_sort_apart():
+    events, _ = cuda_run(calls=2)
+    stats = parse_key_averages(events.key_averages())
+    assert {name: e["kind"] for name, e in stats.items()} == {
+        RANGE_NAME: "range", f"{RANGE_NAME} [CUDA]": "range", "aten::mul": "operator",
+        "autograd::engine::evaluate_function: MulBackward0": "operator", "cudaLaunchKernel": "operator",
+        "cudaMemcpyAsync": "operator", "void aten::mul_kernel [CUDA]": "device"}
+    kernels_ms = (2 * 5 + 2 * 7) / 1e3
+    # summed over every row, the kernels count twice and the ranges' spans on top: 10x here
+    assert sum(e["device_self_ms"] for e in stats.values()) == pytest.approx(2 * kernels_ms + (2 * 28 + 2 * 70) / 1e3)
+    assert totals(stats) == pytest.approx({"device_ms": kernels_ms,
+                                           "host_self_ms": sum(e["self_ms"] for n, e in stats.items() if n != RANGE_NAME)})
+    text = markdown_table(stats, key="device_self_ms")
+    operators, caption, ranges, total = text.split("\n\n")
+    assert operators.splitlines()[2].startswith("| aten::mul ") and RANGE_NAME not in operators  # not the 196 us range
+    assert caption.startswith("Ranges (record_function") and ranges.splitlines()[2].startswith(f"| {RANGE_NAME} [CUDA] ")
+    assert total == f"Totals: host self {totals(stats)['host_self_ms']:.4g} ms, device 0.024 ms (each kernel once)"
 
 
 def test_a_failed_cuda_case_gets_a_fresh_worker_others_keep_theirs():
@@ -79,30 +98,85 @@ def test_warm_cache_is_the_default(monkeypatch):
     assert fake.recorded == [("stream", 1), ("stream", 1)]
 
 
-class FakeSmi:
-    """nvidia-smi as subprocess.run sees it: answers only the exact query it expects."""
+def fake_smi(folder, answers: dict) -> str:
+    """An nvidia-smi binary for PATH: prints the line given for its exact argument list, else
+    refuses as nvidia-smi refuses a field it does not know (exit 2)."""
+    folder.mkdir(exist_ok=True)
+    cases = "".join(f"  '{args}') echo '{line}';;\n" for args, line in answers.items())
+    script = folder / "nvidia-smi"
+    script.write_text(f'#!/bin/sh\ncase "$*" in\n{cases}  *) echo "Field is not a valid field to query." >&2; exit 2;;\n'
+                      "esac\n")
+    script.chmod(0o755)
+    return str(folder)
 
-    def __init__(self, line: str):
-        self.line, self.commands = line, []
 
-    def __call__(self, command, **kwargs):
-        self.commands.append(command)
-        expected = smi_command("GPU-0")
-        ok = command == expected
-        return subprocess.CompletedProcess(command, 0 if ok else 6, self.line + "\n" if ok else "", "")
+def smi_args(group: str) -> str:
+    return (f"--query-gpu=clocks.current.sm,clocks.default_applications.graphics,clocks.max.sm,{group}.sw_power_cap,"
+            f"{group}.hw_slowdown,{group}.sw_thermal_slowdown,{group}.hw_thermal_slowdown,"
+            f"{group}.hw_power_brake_slowdown --format=csv,noheader,nounits -i GPU-0")
 
 
-def test_sm_clock_from_nvidia_smi_and_the_throttling_warning():
-    assert smi_command("GPU-0") == ["nvidia-smi", f"--query-gpu={SMI_FIELDS}", "--format=csv,noheader,nounits",
-                                    "-i", "GPU-0"]
-    assert SMI_FIELDS == "clocks.current.sm,clocks.default_applications.graphics,clocks.max.sm"
-    smi = FakeSmi("1980, 1755, 1980")
-    reading = read_smi("GPU-0", run=smi, which=lambda name: "/usr/bin/nvidia-smi")
-    assert reading == ClockReading(1980.0, 1755.0, 1980.0, "nvidia-smi") and not reading.throttled
-    throttled = read_smi("GPU-0", run=FakeSmi("1200, 1755, 1980"), which=lambda name: "/usr/bin/nvidia-smi")
-    assert throttled.throttled and "below 75% of its default 1755 MHz" in throttled.to_dict()["warning"]
-    assert read_smi("GPU-0", run=FakeSmi("[N/A], [N/A], [N/A]"), which=lambda name: "/x") is None
-    assert read_smi("GPU-0", run=smi, which=lambda name: None) is None
+@pytest.mark.parametrize("line, slowdowns", [
+    # idle between calls: 345 MHz of a 1755 MHz default, no slowdown in force (gpu_idle is not asked)
+    ("345, 1755, 1980, Not Active, Not Active, Not Active, Not Active, Not Active", ()),
+    ("1410, 1755, 1980, Active, Not Active, Not Active, Not Active, Not Active", ("sw_power_cap",)),
+    ("1980, 1755, 1980, Not Active, Active, Not Active, Active, Not Active", ("hw_slowdown", "hw_thermal_slowdown")),
+    ("1980, 1755, 1980, [N/A], [N/A], [N/A], [N/A], [N/A]", None),
+])
+def test_throttled_comes_from_nvidia_smis_clocks_event_reasons_not_from_a_low_clock(tmp_path, monkeypatch, line, slowdowns):
+    assert " ".join(smi_command("GPU-0")[1:]) == smi_args("clocks_event_reasons")
+    monkeypatch.setenv("PATH", fake_smi(tmp_path / "bin", {smi_args("clocks_event_reasons"): line}))
+    reading = read_smi("GPU-0")
+    assert reading.slowdowns == slowdowns and reading.throttled == bool(slowdowns)
+    assert reading.sm_mhz == float(line.split(",")[0]) and reading.default_mhz == 1755.0 and reading.source == "nvidia-smi"
+    warning = reading.to_dict()["warning"]
+    assert (warning is None) == (not slowdowns) and (not slowdowns or ", ".join(slowdowns) in warning)
+
+
+def test_an_older_driver_is_asked_for_its_clocks_throttle_reasons(tmp_path, monkeypatch):
+    line = "1200, 1410, 1410, Not Active, Not Active, Not Active, Active, Not Active"
+    monkeypatch.setenv("PATH", fake_smi(tmp_path / "bin", {smi_args("clocks_throttle_reasons"): line}))
+    assert read_smi("GPU-0") == ClockReading(1200.0, 1410.0, 1410.0, "nvidia-smi", ("hw_thermal_slowdown",))
+    monkeypatch.setenv("PATH", fake_smi(tmp_path / "none", {}))
+    assert read_smi("GPU-0") is None
+
+
+def real_nvml():
+    """NVML's Python bindings (nvidia-ml-py's pynvml module, as ray carries it): the real constants
+    and functions, of which the ones that need a driver are replaced by each test."""
+    from ray._private.thirdparty.pynvml import pynvml
+
+    return pynvml
+
+
+def test_nvml_reasons_bits_name_slowdowns_only():
+    nvml = real_nvml()
+    assert [bit for bit, _ in SLOWDOWNS] == [
+        nvml.nvmlClocksEventReasonSwPowerCap, nvml.nvmlClocksEventReasonHwSlowdown,
+        nvml.nvmlClocksEventReasonSwThermalSlowdown, nvml.nvmlClocksEventReasonHwThermalSlowdown,
+        nvml.nvmlClocksEventReasonHwPowerBrakeSlowdown]
+    at_rest = (nvml.nvmlClocksEventReasonGpuIdle | nvml.nvmlClocksEventReasonApplicationsClocksSetting
+               | nvml.nvmlClocksEventReasonSyncBoost | nvml.nvmlClocksEventReasonDisplayClockSetting)
+    assert slowdowns_of_mask(at_rest) == () and slowdowns_of_mask(nvml.nvmlClocksEventReasonNone) == ()
+    assert slowdowns_of_mask(at_rest | nvml.nvmlClocksThrottleReasonSwPowerCap) == ("sw_power_cap",)
+    assert slowdowns_of_mask(nvml.nvmlClocksEventReasonAll) == tuple(name for _, name in SLOWDOWNS)
+
+
+@pytest.mark.parametrize("mask_name, slowdowns", [
+    ("nvmlClocksEventReasonGpuIdle", ()), ("nvmlClocksEventReasonHwPowerBrakeSlowdown", ("hw_power_brake_slowdown",))])
+def test_sm_clock_through_nvml_reads_the_current_clocks_event_reasons(monkeypatch, mask_name, slowdowns):
+    nvml = real_nvml()
+    clocks = {nvml.NVML_CLOCK_SM: 345 if not slowdowns else 1980, nvml.NVML_CLOCK_GRAPHICS: 1755}
+    for name, fake in {"nvmlInit": lambda: None, "nvmlDeviceGetHandleByUUID": lambda uuid: f"handle {uuid}",
+                       "nvmlDeviceGetClockInfo": lambda handle, kind: clocks[kind],
+                       "nvmlDeviceGetDefaultApplicationsClock": lambda handle, kind: clocks[kind],
+                       "nvmlDeviceGetMaxClockInfo": lambda handle, kind: 1980,
+                       "nvmlDeviceGetCurrentClocksEventReasons": lambda handle: getattr(nvml, mask_name)}.items():
+        monkeypatch.setattr(nvml, name, fake)
+    monkeypatch.setitem(sys.modules, "pynvml", nvml)
+    found = sm_clock("GPU-0")
+    assert found["source"] == "nvml" and found["slowdowns"] == list(slowdowns)
+    assert found["throttled"] == bool(slowdowns) and found["sm_mhz"] == clocks[nvml.NVML_CLOCK_SM]
 
 
 def test_sm_clock_without_nvml_or_nvidia_smi_says_why(monkeypatch):

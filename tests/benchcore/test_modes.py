@@ -98,7 +98,7 @@ def test_a_side_that_drew_the_slow_speed_more_often_is_no_regression():
     base = rounds_result("broadcast_add", [1.0, 1.0, 1.0, 2.6, 1.0, 1.0], noise=0.01, seed=1)
     new = rounds_result("broadcast_add", [2.6, 2.6, 1.0, 2.6, 2.6, 2.6], noise=0.01, seed=2)
     m = compare(make_report([base]), make_report([new])).cases[0].metrics[0]
-    assert m.verdict == "noisy"
+    assert m.verdict == "undecided"
     assert m.bimodal.startswith("base bimodal across processes") and "new bimodal across processes" in m.bimodal
     assert "the sides' speeds overlap, so slower is not called" in m.reason
 
@@ -111,12 +111,12 @@ def test_a_change_beyond_both_speeds_is_still_called():
 
 
 def test_the_modes_figures_script_runs_every_model_and_plan():
-    """scripts/modes_figures prints a share per model and round plan (figures, not asserted)."""
+    """lab/figures/modes_figures prints a share per model and round plan (figures, not asserted)."""
     import subprocess
     import sys
     from pathlib import Path
 
-    script = Path(__file__).resolve().parents[2] / "scripts" / "modes_figures"
+    script = Path(__file__).resolve().parents[2] / "lab" / "figures" / "modes_figures"
     done = subprocess.run([sys.executable, str(script), "--draws", "20", "--sweeps", "2"], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.count("3 rounds: 2, 2, 1") == 5 and "two speeds 2x apart, per process" in done.stdout

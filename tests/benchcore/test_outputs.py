@@ -88,7 +88,7 @@ def test_load_rows_gives_the_csv_rows(reports):
 def test_comparison_csv_loads_with_pandas(reports):
     frame = pandas.read_csv(reports["cmp.csv"])
     assert tuple(frame.columns) == COMPARISON_COLUMNS
-    assert set(frame["verdict"]) <= {"faster", "slower", "same", "noisy"}
+    assert set(frame["verdict"]) <= {"faster", "slower", "same", "undecided"}
     compared = json.loads(reports["cmp.json"].read_text())["cases"]
     assert len(frame) == sum(len(c["metrics"]) for c in compared)
 

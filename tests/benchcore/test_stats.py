@@ -140,7 +140,8 @@ def test_the_tests_name_themselves_and_give_their_interval():
     assert mann_whitney([1.0, 1.0], [1.0, 1.0]) == hypothesis.TestResult(1.0, "mann-whitney")
     assert mann_whitney([1.0, 2.0, 3.0], [2.0, 3.0, 4.0]).method == "mann-whitney"
     equal = t_on_logs([2.0, 2.0], [4.0, 4.0])
-    assert equal == hypothesis.TestResult(0.0, "t-log", (pytest.approx(2.0), pytest.approx(2.0)))
+    assert equal == hypothesis.TestResult(0.0, "t-log", (pytest.approx(2.0), pytest.approx(2.0)),
+                                          log_change=pytest.approx(math.log(2.0)))
     varied = t_on_logs([1.0, 1.1, 0.9], [2.0, 2.2, 1.8])
     assert varied.method == "t-log" and varied.ratio_ci95[0] < 2.0 < varied.ratio_ci95[1]
     moderated = t_on_logs([1.0, 1.1, 0.9], [2.0, 2.2, 1.8], hypothesis.VariancePrior(0.01, 10.0))
@@ -163,10 +164,16 @@ def test_the_detectable_slowdown_follows_the_evidence():
 
     noisy = t_on_logs([1.0, 1.2, 0.85], [1.0, 1.15, 0.9])
     quiet = t_on_logs([1.0, 1.01, 0.99], [1.0, 1.015, 0.99])
-    expected = math.exp((student_t.ppf(0.975, noisy.df) + student_t.ppf(0.8, noisy.df)) * noisy.standard_error)
+    expected = math.exp((student_t.ppf(0.975, noisy.df) + student_t.ppf(0.9, noisy.df)) * noisy.standard_error)
     assert noisy.df == 4 and noisy.detectable_ratio() == pytest.approx(expected)
     assert 1.0 < quiet.detectable_ratio() < 1.1 < noisy.detectable_ratio()
     assert quiet.detectable_ratio(alpha=0.01) > quiet.detectable_ratio(alpha=0.05)
+    assert quiet.detectable_ratio(power=0.8) < quiet.detectable_ratio()
+    # a change must also pass the effect threshold: where the test alone would see less, the
+    # claim is the threshold plus the power's margin
+    floor = math.log(1.05)
+    assert quiet.detectable_ratio(floor=floor) == pytest.approx(
+        math.exp(floor + student_t.ppf(0.9, quiet.df) * quiet.standard_error))
     assert mann_whitney([1.0, 2.0, 3.0], [2.0, 3.0, 4.0]).detectable_ratio() is None
 
 
@@ -260,14 +267,16 @@ def test_rounds_without_any_variance_give_the_point_and_certainty(test):
     """Every pair the same ratio (paired) or every side constant: no spread to test with."""
     method = "paired-t-log" if test is paired_t_on_logs else "t-log"
     changed = test([2.0] * 4, [3.0] * 4)  # 4: the mean of equal logs is exact
-    assert changed == HypothesisResult(0.0, method, (pytest.approx(1.5), pytest.approx(1.5)), None, None)
+    assert changed == HypothesisResult(0.0, method, (pytest.approx(1.5), pytest.approx(1.5)), None, None,
+                                       pytest.approx(math.log(1.5)))
     unchanged = test([1.0, 2.0], [1.0, 2.0]) if test is paired_t_on_logs else test([2.0] * 3, [2.0] * 2)
-    assert unchanged == HypothesisResult(1.0, method, (1.0, 1.0), None, None)
+    assert unchanged == HypothesisResult(1.0, method, (1.0, 1.0), None, None, 0.0)
 
 
 def test_one_pair_without_a_prior_has_no_variance_and_gives_the_point():
-    assert paired_t_on_logs([2.0], [3.0]) == HypothesisResult(0.0, "paired-t-log", (pytest.approx(1.5),) * 2)
-    assert paired_t_on_logs([2.0], [2.0]) == HypothesisResult(1.0, "paired-t-log", (1.0, 1.0))
+    assert paired_t_on_logs([2.0], [3.0]) == HypothesisResult(0.0, "paired-t-log", (pytest.approx(1.5),) * 2,
+                                                              log_change=pytest.approx(math.log(1.5)))
+    assert paired_t_on_logs([2.0], [2.0]) == HypothesisResult(1.0, "paired-t-log", (1.0, 1.0), log_change=0.0)
 
 
 @pytest.mark.parametrize("base,new", [([1.0, 1.4], [2.0]),  # one degree of freedom
@@ -320,15 +329,27 @@ def test_one_round_a_side_with_a_prior_is_judged_on_the_priors_variance_alone():
     assert ours.p_value == pytest.approx(p, rel=1e-9) and ours.ratio_ci95 == pytest.approx(bounds, rel=1e-9)
 
 
+def test_the_equivalence_interval_is_the_tost_interval_at_its_level():
+    """`same` at level a rests on the (1 - 2a) interval: exp(change ± t_{1-a} se); identical rounds
+    give the point, and a test without a change of log time (the U test) gives none."""
+    result = HypothesisResult(0.5, "t-log", (0.9, 1.1), 0.1, 4.0, math.log(1.02))
+    half = student_t.ppf(0.95, 4.0) * 0.1
+    assert result.interval(0.05) == pytest.approx((1.02 * math.exp(-half), 1.02 * math.exp(half)))
+    assert result.interval(0.01)[1] > result.interval(0.05)[1]
+    assert paired_t_on_logs([2.0] * 3, [3.0] * 3).interval(0.05) == pytest.approx((1.5, 1.5))
+    assert mann_whitney([1.0, 2.0, 3.0], [2.0, 3.0, 4.0]).interval(0.05) is None
+
+
 def test_without_degrees_of_freedom_an_offsets_variance_alone_gives_no_t_test():
     """One round a side, no prior: no t distribution to refer to, whatever the offset's variance."""
-    assert t_on_logs([2.0], [3.0], offset_variance=0.01) == HypothesisResult(0.0, "t-log", (pytest.approx(1.5),) * 2)
+    assert t_on_logs([2.0], [3.0], offset_variance=0.01) == HypothesisResult(0.0, "t-log", (pytest.approx(1.5),) * 2,
+                                                                              log_change=pytest.approx(math.log(1.5)))
 
 
 def test_the_detectable_slowdown_needs_both_a_standard_error_and_degrees_of_freedom():
     assert HypothesisResult(0.5, "t-log", (0.9, 1.1), standard_error=0.1).detectable_ratio() is None
     assert HypothesisResult(0.5, "t-log", (0.9, 1.1), df=4.0).detectable_ratio() is None
-    expected = math.exp((student_t.ppf(0.975, 4.0) + student_t.ppf(0.8, 4.0)) * 0.1)
+    expected = math.exp((student_t.ppf(0.975, 4.0) + student_t.ppf(0.9, 4.0)) * 0.1)
     assert HypothesisResult(0.5, "t-log", (0.9, 1.1), 0.1, 4.0).detectable_ratio() == pytest.approx(expected)
 
 

@@ -1,7 +1,7 @@
 """Choosing a GPU: MXNet's --ctx checks (a kernel probe on the chosen GPU; no GPU at all) and
 which cases claim GPUs from a Ray cluster. This machine has neither a GPU nor a CUDA build of
 MXNet: the fakes are MXNet's answers about the GPU (its CUDA feature flag, GPU count and
-compute capability, and for Hopper the kernel failure the 1.9.1 CUDA wheels give there)."""
+compute capability as libcuda gives it, and the kernel failure the 1.9.1 CUDA wheels give on Hopper)."""
 
 from __future__ import annotations
 
@@ -20,9 +20,9 @@ HOPPER_ERROR = ("Traceback (most recent call last):\n  File \"../src/engine/thre
 
 @pytest.fixture
 def cuda_mxnet(monkeypatch, request):
-    """A CUDA build of MXNet that sees `gpus` GPUs of compute capability 90 (an H100/H200). The
-    backend reads the build's features once per process (releases.features is cached): the
-    cache is emptied before the fake and after it."""
+    """A CUDA build of MXNet that sees `gpus` GPUs of compute capability `capability` (90: an
+    H100/H200). The backend reads the build's features once per process (releases.features is
+    cached): the cache is emptied before the fake and after it."""
     from opbench.backends.mxnet import releases
 
     releases.features.cache_clear()
@@ -40,15 +40,39 @@ def cuda_mxnet(monkeypatch, request):
             return self[name].enabled
 
     monkeypatch.setattr(mx.runtime, "Features", Features)
-    monkeypatch.setattr(mx.util, "get_cuda_compute_capability", lambda ctx: 90)
 
-    def gpus(count):
+    def gpus(count, capability=90):
+        def read(ctx):  # as mx.util: libcuda's answer; OSError where libcuda cannot be loaded
+            if capability is None:
+                raise OSError("could not load any of: libcuda.so libcuda.dylib cuda.dll")
+            return capability
+        monkeypatch.setattr(mx.util, "get_cuda_compute_capability", read)
         monkeypatch.setattr(mx.context, "num_gpus", lambda: count)
     return gpus
 
 
+def test_a_hopper_gpu_is_refused_from_its_capability_before_any_kernel_or_handle(cuda_mxnet, monkeypatch):
+    cuda_mxnet(1, capability=90)
+    touched = []
+    monkeypatch.setattr(mx.nd, "ones", lambda *args, **kwargs: touched.append(args))  # the probe's first call
+    with pytest.raises(UsageError) as caught:
+        check_ctx("gpu(0)")
+    message = str(caught.value)
+    assert touched == [] and "\n" not in message
+    assert message == (f"--ctx gpu(0): mxnet {mx.__version__} has no kernels for this GPU (sm_90): its CUDA wheels "
+                       "carry code up to sm_86 and no PTX; use a GPU of sm_89 or older (Ada runs sm_86 code) "
+                       "or --ctx cpu")
+
+
+@pytest.mark.parametrize("capability", [89, 86, 70])
+def test_ada_ampere_and_older_go_on_to_the_kernel_probe(cuda_mxnet, capability):
+    cuda_mxnet(1, capability=capability)  # the real kernel of this CPU build then fails on a GPU context
+    with pytest.raises(UsageError, match=r"^--ctx gpu\(0\): a one-element kernel failed there \("):
+        check_ctx("gpu(0)")
+
+
 def test_a_gpu_mxnet_has_no_kernels_for_is_refused_in_one_line(cuda_mxnet, monkeypatch):
-    cuda_mxnet(1)
+    cuda_mxnet(1, capability=None)  # capability unreadable: the probe's kernel tells
 
     def hopper_kernel(*args, **kwargs):
         raise mx.base.MXNetError(HOPPER_ERROR)
@@ -58,12 +82,12 @@ def test_a_gpu_mxnet_has_no_kernels_for_is_refused_in_one_line(cuda_mxnet, monke
         check_ctx("gpu(0)")
     message = str(caught.value)
     assert "\n" not in message
-    assert message.startswith(f"--ctx gpu(0): mxnet {mx.__version__} has no kernels for this GPU (sm_90)")
-    assert "sm_86 or older" in message and "built from source" in message and "--ctx cpu" in message
+    assert message.startswith(f"--ctx gpu(0): mxnet {mx.__version__} has no kernels for this GPU (architecture unknown)")
+    assert "sm_89 or older" in message and "--ctx cpu" in message
 
 
 def test_any_other_probe_failure_is_one_line_with_mxnets_own_words(cuda_mxnet):
-    cuda_mxnet(1)  # the real kernel of this CPU build fails on a GPU context, in MXNet's words
+    cuda_mxnet(1, capability=80)  # the real kernel of this CPU build fails on a GPU context, in MXNet's words
     with pytest.raises(UsageError) as caught:
         check_ctx("gpu")
     message = str(caught.value)

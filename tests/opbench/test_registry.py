@@ -91,7 +91,7 @@ def test_backward_forced_off_with_reason():
 
 
 # Selected operators whose backward opperf's `_backward_<name>` check misses although it is
-# registered, under the canonical name (docs/NOTES-opbench-engine.md).
+# registered, under the canonical name (lab/notes/opbench-design.md, *Native engine*).
 ALIASED_BACKWARD = {"Softmax", "broadcast_minus", "broadcast_plus", "choose_element_0index", "concat",
                     "cumsum", "flip", "identity", "max_axis", "min_axis", "pad", "split", "sum_axis",
                     "swapaxes"}

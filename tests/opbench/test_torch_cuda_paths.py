@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 import torch
 
@@ -25,8 +27,28 @@ def test_cuda_ranges_count_once_and_backward_device_time_is_found():
     assert summary["backward"]["per_call_ms"] == pytest.approx([0.007, 0.007])
     assert summary["forward"]["operator"] == "aten::mul"
     assert summary["backward"]["entries"]["aten::mul"]["count"] == 4
-    assert summary["backward"]["entries"]["aten::mul"]["self_ms"] == pytest.approx(0.014)
-    assert not any("kernel" in name for name in summary["forward"]["entries"])  # device rows are not operators
+    # host time beside device time, never one in the other's place: 4 x 30 us on the host (each
+    # less the 10 us API call under it), 3 + 4 us of kernels per call
+    assert summary["backward"]["entries"]["aten::mul"] == pytest.approx(
+        {"count": 4, "self_ms": 0.080, "total_ms": 0.120, "device_self_ms": 0.014})
+    for phase in ("forward", "backward"):  # device rows and CUDA API calls are not operators
+        assert not any("kernel" in name or name.startswith("cuda") for name in summary[phase]["entries"])
+    assert set(summary["forward"]["entries"]) == {"aten::mul"}
+
+
+def test_cuda_api_calls_are_told_by_activity_type_or_else_by_name():
+    events, _ = cuda_run(calls=1)
+    calls = {(e.name, e.activity_type) for e in events if kineto.is_api_call(e)}
+    assert calls == {("cudaLaunchKernel", "cuda_runtime"), ("cudaLaunchKernel", None), ("cudaMemcpyAsync", None)}
+    assert not any(kineto.is_api_call(SimpleNamespace(name=name, activity_type=None))
+                   for name in ("aten::cudnn_convolution", "cudnn.forward", "aten::mul"))
+    assert kineto.is_api_call(SimpleNamespace(name="cuLaunchKernelEx", activity_type="cuda_driver"))
+
+
+def test_cpu_phase_entries_carry_host_times_only():
+    events, phases = cuda_run(calls=1)
+    summary = phase_summaries(spans_of_events(events, on_cuda=False), phases, on_device=False, aten_name="mul")
+    assert summary["forward"]["entries"]["aten::mul"] == pytest.approx({"count": 1, "self_ms": 0.010, "total_ms": 0.020})
 
 
 def test_a_case_on_cuda_1_syncs_times_and_measures_device_1(monkeypatch):

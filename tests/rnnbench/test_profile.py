@@ -156,6 +156,26 @@ def test_nvprof_refused_on_ampere_and_newer(tmp_path, fake_bin, capsys, monkeypa
     assert not fake_bin.log.exists()  # the tool never ran
 
 
+def test_nvprof_is_judged_by_the_capability_of_the_gpu_cuda_n_names(tmp_path, fake_bin, capsys, monkeypatch):
+    import torch
+
+    fake_bin.install("nvprof")
+    fake_gpu(monkeypatch, None)
+    asked = []
+
+    def capability(device=None):  # a Volta as device 0 beside an H100 as device 1
+        asked.append(device)
+        index = torch.cuda.current_device() if device is None else torch.device(device).index or 0
+        return {0: (7, 0), 1: (9, 0)}[index]
+    monkeypatch.setattr(torch.cuda, "get_device_capability", capability)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    code, out_dir = run_profile(tmp_path, "--profiler", "nvprof", device="cuda:1")
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and "compute capability 8.0" in err and len(err.splitlines()) == 1
+    assert asked == [torch.device("cuda:1")] and not fake_bin.log.exists()
+
+
 @pytest.mark.parametrize("capability", [(8, 0), (9, 0)])
 def test_nvprof_refusal_comes_before_the_path_lookup(tmp_path, monkeypatch, capsys, capability):
     """On sm_80+ without nvprof the user is told to use nsys, not to install nvprof (which could not profile it)."""
@@ -346,7 +366,13 @@ def test_torch_profiler_on_cpu_writes_trace_and_tables(tmp_path, capsys, monkeyp
     assert stats["unit"] == "ms"
     entry = stats["stats"]["py.forward"]
     assert entry["count"] == 2 and entry["total_ms"] > 0 and entry["avg_ms"] == pytest.approx(entry["total_ms"] / 2)
-    assert "cudnn.backward" in written[2].read_text()
+    # the runners' record_function ranges are ranges, listed apart from the operators they hold
+    assert {name for name, e in stats["stats"].items() if e["kind"] == "range"} == {
+        "cudnn.forward", "cudnn.backward", "py.forward", "py.backward"}
+    assert stats["totals"]["device_ms"] == 0 and stats["totals"]["host_self_ms"] == pytest.approx(
+        sum(e["self_ms"] for e in stats["stats"].values() if e["kind"] == "operator"))
+    operators, ranges = written[2].read_text().split("Ranges (record_function")
+    assert "cudnn.backward" in ranges and "cudnn.backward" not in operators and "aten::" in operators
 
     # a second run in the same minute refuses before profiling, and leaves every file as it was
     before = {path: path.read_bytes() for path in written}

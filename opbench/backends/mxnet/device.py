@@ -7,7 +7,7 @@ mx_context() touches MXNet, in the process that runs the case.
 
 from __future__ import annotations
 
-from typing import Any, Tuple
+from typing import Any, Optional, Tuple
 
 from benchcore.errors import UsageError
 
@@ -60,7 +60,7 @@ def require_int64() -> None:
 
 def check_ctx(ctx) -> str:
     """Validate a context against this MXNet: "gpu" needs a CUDA build, that many GPUs, and a
-    GPU this MXNet has kernels for (probe_kernel)."""
+    GPU this MXNet has kernels for (its compute capability first, then probe_kernel)."""
     kind, index = parse_ctx("cpu" if ctx is None else ctx)
     text = f"{kind}({index})"
     if kind == "gpu":
@@ -75,19 +75,34 @@ def check_ctx(ctx) -> str:
             raise UsageError(f"--ctx {text}: MXNet sees no GPU (check the driver and CUDA_VISIBLE_DEVICES) or use --ctx cpu")
         if index >= count:
             raise UsageError(f"--ctx {text}: MXNet sees {count} GPU(s); choose gpu(0)..gpu({count - 1})")
+        check_architecture(mx, index)
         probe_kernel(mx, index)
     return text
 
 
-#: the newest architecture the CUDA wheels of MXNet 1.9.1 carry machine code for (they carry no PTX)
+#: the newest architecture the CUDA wheels of MXNet 1.9.1 carry machine code for (they carry no PTX);
+#: machine code runs on GPUs of its major architecture, so sm_86 code runs on Ada's sm_89 too
 WHEEL_NEWEST_SM = 86
+#: the newest GPU that can run it
+NEWEST_RUNNABLE_SM = 89
+
+
+def check_architecture(mx, index: int) -> None:
+    """Refuse a GPU of a newer major architecture than the wheels' from its compute capability
+    alone (read from the driver, as mx.util does, with no MXNet context): on Hopper (sm_90) a
+    worker can abort, past any Python except, while MXNet makes its cuBLAS or cuDNN handles, before
+    a kernel could say "no kernel image". An MXNet built from source for sm_90 is refused too:
+    nothing in a build says which architectures it carries."""
+    capability = _compute_capability(mx, index)
+    if capability is not None and capability // 10 > NEWEST_RUNNABLE_SM // 10:
+        raise UsageError(_no_kernels(mx, index, f"sm_{capability}"))
 
 
 def probe_kernel(mx, index: int) -> None:
     """Run a one-element kernel on gpu(index), so a GPU this MXNet has no code for is refused in
-    one line before any case runs: the CUDA wheels of 1.9.1 carry machine code for sm_50 to
-    sm_86 and no PTX the driver could compile, so on a Hopper GPU (sm_90) every kernel fails
-    with "no kernel image is available for execution on the device"."""
+    one line before any case runs where its capability could not be read: the CUDA wheels of
+    1.9.1 carry machine code for sm_50 to sm_86 and no PTX the driver could compile, so on a
+    Hopper GPU (sm_90) every kernel fails with "no kernel image is available for execution on the device"."""
     text = f"gpu({index})"
     try:
         (mx.nd.ones((1,), ctx=mx.gpu(index)) + 1).asnumpy()
@@ -96,18 +111,23 @@ def probe_kernel(mx, index: int) -> None:
         if "no kernel image" not in str(exc):
             raise UsageError(f"--ctx {text}: a one-element kernel failed there ({last}); "
                              "check the GPU with nvidia-smi or use --ctx cpu") from None
-        sm = _compute_capability(mx, index)
-        raise UsageError(
-            f"--ctx {text}: mxnet {mx.__version__} has no kernels for this GPU ({sm}): its CUDA wheels carry "
-            f"code up to sm_{WHEEL_NEWEST_SM} and no PTX; use a GPU of sm_{WHEEL_NEWEST_SM} or older, "
-            "an MXNet built from source for this architecture, or --ctx cpu") from None
+        capability = _compute_capability(mx, index)
+        raise UsageError(_no_kernels(mx, index, "architecture unknown" if capability is None
+                                     else f"sm_{capability}")) from None
 
 
-def _compute_capability(mx, index: int) -> str:
+def _no_kernels(mx, index: int, architecture: str) -> str:
+    return (f"--ctx gpu({index}): mxnet {mx.__version__} has no kernels for this GPU ({architecture}): its CUDA "
+            f"wheels carry code up to sm_{WHEEL_NEWEST_SM} and no PTX; use a GPU of sm_{NEWEST_RUNNABLE_SM} or "
+            f"older (Ada runs sm_{WHEEL_NEWEST_SM} code) or --ctx cpu")
+
+
+def _compute_capability(mx, index: int) -> Optional[int]:
+    """70 for sm_70; None where the driver library cannot be asked."""
     try:
-        return f"sm_{mx.util.get_cuda_compute_capability(mx.gpu(index))}"
+        return int(mx.util.get_cuda_compute_capability(mx.gpu(index)))
     except (OSError, ValueError, AttributeError):
-        return "architecture unknown"
+        return None
 
 
 def int64_tensor_flag(value) -> bool:

@@ -457,7 +457,7 @@ def _host_view(array, reordered: bool = False):
 
     An array in oneDNN's blocked layout (a convolution's output) lends no buffer: it is reordered
     once, into a copy in MXNet's default layout, and viewed there. Read a chunk at a time
-    instead, it was reordered whole for every chunk: 39 s for one 528 MB output (docs/SPEED.md)."""
+    instead, it was reordered whole for every chunk: 39 s for one 528 MB output (lab/notes/speed.md)."""
     import numpy as np
 
     from_dlpack = getattr(np, "from_dlpack", None) or getattr(np, "_from_dlpack", None)

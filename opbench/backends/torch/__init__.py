@@ -2,7 +2,7 @@
 
 Discovery (discover.py, its own process) writes a manifest (manifest.py) of chosen samples and
 scales; this module plans CaseSpecs from it; executor.py times them in workers. See
-docs/opbench-notes.md ("PyTorch") for discovery, scaling, overrides and what is left out.
+lab/notes/torch-backend.md for discovery, scaling, overrides and what is left out.
 """
 
 from __future__ import annotations

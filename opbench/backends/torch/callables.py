@@ -4,7 +4,7 @@ An OpInfo entry holds the callable its tests run (`op`). Most are public torch f
 found again here by a dotted path from `torch` (`nn.functional.conv2d` →
 torch.nn.functional.conv2d); discovery records that path only when it resolves to the very
 same object. 86 entries (torch 2.13) call a lambda defined inside the test module, which a
-timing worker must not import (it changes global torch state: see docs/opbench-notes.md).
+timing worker must not import (it changes global torch state: see lab/notes/torch-backend.md).
 LAMBDAS is the reviewed public equivalent of each, keyed by (name, variant); discovery runs
 both on the same sample and keeps an entry only when the outputs agree (values for
 deterministic operators, shapes and dtypes for random ones), so a wrong row is left out with

@@ -15,7 +15,8 @@ Engines (both run the warmup first, then read the device memory baseline: warm_u
   inclusive CPU time, which leaves out the Python between them; on CUDA their kernels' device
   time, backward's included though autograd runs it on a thread of its own), and the phase
   block names every operator seen, by its exact profiler name, with the OpInfo entry's own
-  `aten::<aten_name>` picked out.
+  `aten::<aten_name>` picked out: its host `self_ms` / `total_ms`, and on CUDA its kernels'
+  `device_self_ms` beside them (CUDA API calls such as cudaLaunchKernel are no operators).
 
 A `cuda:N` case runs with N current (device_context): its syncs, CUDA events and memory
 statistics are N's.

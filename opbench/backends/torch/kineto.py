@@ -20,6 +20,7 @@ tests/opbench/test_torch_kineto.py holds the two readers to the same Spans on re
 from __future__ import annotations
 
 import bisect
+import re
 from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional
@@ -34,6 +35,12 @@ US_PER_MS = 1e3
 LEFT_OUT = frozenset({
     "[memory]", "[OutOfMemory]", "profiler::_record_function_enter", "profiler::_record_function_enter_new",
     "profiler::_record_function_exit", "aten::is_leaf", "aten::output_nr", "aten::_version"})
+#: kineto's activity types of host-side events that are CUDA API calls (cudaLaunchKernel,
+#: cudaMemcpyAsync, cuLaunchKernel, ...): torch's reader keeps them as CPU events beside the
+#: operators, but they are what an operator does, not operators
+API_ACTIVITIES = frozenset({"cuda_runtime", "cuda_driver"})
+#: their names (runtime cudaX, driver cuX), for a torch whose FunctionEvents carry no activity type
+API_NAME = re.compile(r"cu(da)?[A-Z]\w*$")
 #: what the raw reader asks of each of kineto's events
 RAW_FIELDS = ("name", "device_type", "is_async", "start_thread_id", "end_thread_id", "start_ns", "end_ns")
 
@@ -80,14 +87,20 @@ def spans(prof, on_cuda: bool) -> List[Span]:
 
 
 def spans_of_events(events, on_cuda: bool) -> List[Span]:
-    """Spans from torch's FunctionEvents: host-side, synchronous ones (with CUDA activity the
+    """Spans from torch's FunctionEvents: host-side, synchronous operators (with CUDA activity the
     profile also holds each range's device-side copy and the kernels, whose time the operator
-    that launched them carries)."""
+    that launched them carries, and the CUDA API calls each operator made)."""
     from torch.autograd import DeviceType
 
     return [Span(e.name, e.time_range.start, e.time_range.end, e.self_cpu_time_total,
                  _device_us(e) if on_cuda else 0.0)
-            for e in events if e.device_type == DeviceType.CPU and not e.is_async]
+            for e in events if e.device_type == DeviceType.CPU and not e.is_async and not is_api_call(e)]
+
+
+def is_api_call(event) -> bool:
+    """A CUDA runtime or driver call, by kineto's activity type where torch keeps it, else by name."""
+    kind = getattr(event, "activity_type", None)
+    return kind in API_ACTIVITIES if kind else bool(API_NAME.match(event.name))
 
 
 def _device_us(event) -> float:
@@ -163,7 +176,8 @@ def _absorb_namesakes(nodes: List[_Node]) -> List[_Node]:
 def phase_summaries(host: List[Span], phases: List[str], on_device: bool, aten_name: Optional[str]) -> Dict[str, dict]:
     """{phase: summary} from a profile's host-side Spans, the i-th range being the i-th timed
     call (of phase phases[i]): per call, the time of the operators inside its range; plus every
-    operator by its profiler name (count, self and total ms) and the entry's own.
+    operator by its profiler name (count, host self and total ms, on a device also its kernels'
+    `device_self_ms`) and the entry's own.
 
     An operator is inside a call when its span lies within the range's, on any thread: on CUDA
     the autograd engine runs backward on a device thread of its own, where nothing nests under
@@ -183,10 +197,13 @@ def phase_summaries(host: List[Span], phases: List[str], on_device: bool, aten_n
         calls.setdefault(phase, []).append(inside_us / US_PER_MS)
         table = names.setdefault(phase, {})
         for op in inside:
-            row = table.setdefault(op.name, {"count": 0, "self_ms": 0.0, "total_ms": 0.0})
+            row = table.setdefault(op.name, {"count": 0, "self_ms": 0.0, "total_ms": 0.0,
+                                             **({"device_self_ms": 0.0} if on_device else {})})
             row["count"] += 1
-            row["self_ms"] += (op.device_us if on_device else op.self_us) / US_PER_MS
+            row["self_ms"] += op.self_us / US_PER_MS
             row["total_ms"] += op.total_us / US_PER_MS
+            if on_device:
+                row["device_self_ms"] += op.device_us / US_PER_MS
     return {phase: _summary(per_call, names[phase], aten_name) for phase, per_call in calls.items()}
 
 

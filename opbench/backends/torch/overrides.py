@@ -1,7 +1,7 @@
 """The reviewed exceptions to "tile the largest sample up to the size target".
 
 Tiling OpInfo's samples works for most operators; these are the groups where it does not, each
-with what is done instead (docs/opbench-notes.md lists them with the reasons):
+with what is done instead (lab/notes/torch-backend.md lists them with the reasons):
 
 - FRESH: operators whose work depends on repeated values (a tiled input holds every value
   k^d times: sort meets long runs of equal keys, unique finds few distinct values). Their
@@ -19,7 +19,7 @@ with what is done instead (docs/opbench-notes.md lists them with the reasons):
   arguments; max_unpool's output_size; split sizes of 1), given a hand-written sample that is
   scaled like OpInfo's.
 - DOMAINS: operators whose tiled OpInfo values drive them out of their domain or into NaN,
-  infinities or subnormals (docs/opbench-notes.md, the audit): every floating-point tensor of
+  infinities or subnormals (lab/notes/audit.md): every floating-point tensor of
   the sample gets fresh uniform values in the range given.
 - LEFT_OUT: operators not timed here, with the reason.
 - NON_NORMAL: operators whose NaN, infinite or subnormal values are their own (the audit marks

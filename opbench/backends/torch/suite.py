@@ -13,7 +13,7 @@ from opbench.suite import PROFILER_RULES, declare, describe_modes, recompute_ave
 
 EXECUTOR = "opbench.backends.torch.executor:execute"
 #: per-operator rows of a phase's profiler block add up over rounds
-RULES = {**PROFILER_RULES, "self_ms": sum, "peak_bytes": max}
+RULES = {**PROFILER_RULES, "self_ms": sum, "device_self_ms": sum, "peak_bytes": max}
 
 
 def combine_rounds(per_round: List[dict]) -> dict:

@@ -1,0 +1,224 @@
+"""The machine's roofs (benchcore.measure.roofs) taken with a framework's own GEMM, once per
+machine fingerprint, and cached.
+
+Why a process of its own: the probes set the framework's threads and import it, which a sweep's
+parent must not do (a worker's timings must not depend on what the parent loaded), and a
+probe that crashes must not take the sweep with it. `python -m frameworks.roofs FRAMEWORK
+DEVICE THREADS FINGERPRINT` prints the roofs as JSON; `obtain` runs it where the cache
+(frameworks.cache's folder) has no answer for this fingerprint, or when asked to take them again.
+
+The fingerprint is the history store's (benchcore.history.fingerprint): the CPU, the core count,
+the interpreter, numpy and framework versions and the threads, so a changed machine or build is
+measured afresh. On CUDA the same probes run on the device, with the device's own figures from
+its attributes beside them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Callable, Dict, Optional, Tuple
+
+from benchcore.errors import UsageError
+from benchcore.measure import roofs as R
+from frameworks import cache
+
+KIND = "opbench-roofs"
+FRAMEWORKS = ("torch", "mxnet")
+#: the dtypes whose peak is measured, and the GEMMs' sizes: n^3 large enough that a call lasts
+#: tens of milliseconds or more on a core, small enough that the probe stays within seconds; the
+#: best of two sizes, since a BLAS's blocking can favour either, and one size timed while the
+#: machine was busy would put the roof under what a case then reaches
+MEASURED = {"float32": (1024, 2048), "float64": (768, 1536)}
+#: dtypes a report may hold that have no peak measured here
+NOT_MEASURED = {dtype: f"no peak measured for {dtype}: the roof probes take float32 and float64 only"
+                for dtype in ("float16", "bfloat16", "int8", "uint8", "int32", "int64")}
+#: a probe process that has not answered by then is stopped and the roofs are not taken
+TIMEOUT_S = 300.0
+#: tests take the roofs at toy sizes (opbench's variable for toy sizes), cached apart
+TINY_ENV = "OPBENCH_TINY"
+TINY_GEMM_N = 64
+TINY_LARGEST = 256 * R.KIB
+
+
+def tiny() -> bool:
+    return os.environ.get(TINY_ENV) == "1"
+
+
+def gemm_call(framework: str, dtype: str, n: int, device: str) -> Tuple[Callable[[], object], Callable[[], None]]:
+    """An n x n x n GEMM in the framework's own BLAS, and the sync that ends it."""
+    if framework == "mxnet":
+        import mxnet as mx
+
+        ctx = mx.gpu(int(device.partition(":")[2] or 0)) if device.startswith("cuda") else mx.cpu()
+        a, b = (mx.nd.random.uniform(shape=(n, n), ctx=ctx, dtype=dtype) for _ in range(2))
+        out = mx.nd.empty((n, n), ctx=ctx, dtype=dtype)
+        return lambda: mx.nd.dot(a, b, out=out), mx.nd.waitall
+    import torch
+
+    a, b = (torch.rand(n, n, dtype=getattr(torch, dtype), device=device) for _ in range(2))
+    out = torch.empty(n, n, dtype=getattr(torch, dtype), device=device)
+    sync = (lambda: torch.cuda.synchronize(device)) if device.startswith("cuda") else (lambda: None)
+    return lambda: torch.mm(a, b, out=out), sync
+
+
+def _rate_args(framework: str, dtype: str, n: int, device: str) -> tuple:
+    call, sync = gemm_call(framework, dtype, n, device)
+    return call, n, sync
+
+
+def device_add_rate(device: str) -> Callable[[int], float]:
+    """The bandwidth probe on a CUDA device: torch's add of a source into an accumulator, in
+    place, several times a call (the same bytes as benchcore.measure.roofs.add_rate counts)."""
+    import torch
+
+    def rate(working_set: int) -> float:
+        n = max(1, working_set // 8)  # float32: a source and an accumulator
+        rows = max(2, R.BYTES_PER_CALL // working_set)
+        source, accumulator = torch.ones(n, device=device), torch.zeros(n, device=device)
+
+        def call():
+            accumulator.copy_(source)
+            for _ in range(rows - 1):
+                accumulator.add_(source)
+
+        seconds = R.best_seconds(call, lambda: torch.cuda.synchronize(device))
+        return (2 + 3 * (rows - 1)) * n * 4 / seconds
+
+    return rate
+
+
+def device_spec(device: str) -> dict:
+    """A CUDA device's own figures from its attributes: what the measured roofs stand beside."""
+    import torch
+
+    props = torch.cuda.get_device_properties(device)
+    clock, width = getattr(props, "memory_clock_rate", None), getattr(props, "memory_bus_width", None)
+    spec = {"name": props.name, "capability": f"{props.major}.{props.minor}",
+            "multiprocessors": getattr(props, "multi_processor_count", None),
+            "memory_bytes": getattr(props, "total_memory", None), "l2_bytes": getattr(props, "L2_cache_size", None),
+            # double data rate: two transfers a clock (kHz) over the bus width (bits)
+            "memory_bytes_per_s": 2 * clock * 1e3 * width / 8 if clock and width else None,
+            "flops_per_s": None, "flops_reason": "the device attributes do not give a FLOP rate per dtype"}
+    if spec["memory_bytes_per_s"] is None:
+        spec["memory_reason"] = "this torch's device attributes have no memory clock or bus width"
+    return spec
+
+
+def check_device(device: str) -> None:
+    if device == "cpu":
+        return
+    if not device.startswith("cuda"):
+        raise UsageError(f"roofs: device {device!r} is neither cpu nor cuda[:N]; pass one of those")
+    import torch
+
+    if not torch.cuda.is_available():
+        raise UsageError(f"roofs: device {device} asked for, but this torch sees no CUDA device; "
+                         "take the roofs on a machine with one, or on cpu")
+
+
+def take(framework: str, device: str, threads: Optional[int], fingerprint: str) -> R.Roofs:
+    """Every probe, in this process (the caller set the threads before importing a framework)."""
+    check_device(device)
+    started = time.perf_counter()
+    if framework == "torch" and threads:
+        import torch
+
+        torch.set_num_threads(threads)
+    sizes = {dtype: (TINY_GEMM_N,) for dtype in MEASURED} if tiny() else MEASURED
+    flops: Dict[str, Optional[float]] = {}
+    for dtype, ns in sizes.items():
+        flops[dtype] = max(R.gemm_rate(*_rate_args(framework, dtype, n, device)) for n in ns)
+    on_device = device.startswith("cuda")
+    caches = {"L1": None, "L2": device_spec(device)["l2_bytes"], "LLC": None} if on_device else R.cache_sizes()
+    rate = device_add_rate(device) if on_device else R.add_rate
+    working_sets = [s for s in R.working_sets(caches) if s <= TINY_LARGEST] if tiny() else R.working_sets(caches)
+    curve = R.bandwidth_curve(working_sets, rate)
+    return R.Roofs(framework=framework, device=device, threads=threads, fingerprint=fingerprint, flops_per_s=flops,
+                   flops_reasons=dict(NOT_MEASURED), gemm_n=max(max(ns) for ns in sizes.values()), bandwidth=curve,
+                   cache_bytes=caches, taken_at=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+                   took_s=time.perf_counter() - started, spec=device_spec(device) if on_device else None)
+
+
+# ---------------------------------------------------------------- once per fingerprint
+
+def fingerprint(framework: str, environment: dict, threads: Optional[int]) -> str:
+    """The history store's fingerprint of this environment at these threads."""
+    from benchcore.history.fingerprint import fingerprint as of_report
+    from benchcore.report.model import Report
+
+    return of_report(Report(suite=f"roofs-{framework}", environment=environment, settings={"threads": threads})).id
+
+
+def cache_path(framework: str, device: str, print_id: str) -> Path:
+    size = "-tiny" if tiny() else ""
+    return cache.root() / f"roofs-{framework}-{device.split(':')[0]}-{print_id}-v{R.VERSION}{size}.json"
+
+
+def cached(path: Path, print_id: str) -> Tuple[Optional[R.Roofs], Optional[str]]:
+    """The cached roofs, or None and what was wrong with the file (None: there was none)."""
+    if not path.exists():
+        return None, None
+    body = cache.read(path, KIND)
+    try:
+        found = R.Roofs.from_dict(body) if body is not None else None
+    except (KeyError, TypeError, ValueError) as error:
+        return None, f"the cached roofs {path} are unreadable ({type(error).__name__}: {error}): taken again"
+    if found is None:
+        return None, f"the cached roofs {path} are corrupt: taken again"
+    if found.fingerprint != print_id:
+        return None, f"the cached roofs {path} are another machine's (fingerprint {found.fingerprint}): taken again"
+    return found, None
+
+
+def probe_process(framework: str, device: str, threads: Optional[int], print_id: str) -> R.Roofs:
+    """Take the roofs in a process of their own, with the sweep's thread variables."""
+    from benchcore.execute.environment import THREAD_VARIABLES
+
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(Path(__file__).resolve().parents[1]),
+                                                                     os.environ.get("PYTHONPATH")])))
+    if threads:
+        env.update({name: str(threads) for name in THREAD_VARIABLES})
+    command = [sys.executable, "-m", "frameworks.roofs", framework, device, str(threads or 0), print_id]
+    try:
+        done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        raise UsageError(f"roofs: the probes took over {TIMEOUT_S:.0f} s; take them on a quieter machine") from None
+    if done.returncode != 0:
+        last = (done.stderr.strip().splitlines() or ["no message"])[-1]
+        raise UsageError(f"roofs: the probe process failed ({last}); fix that, or take the roofs again")
+    return R.Roofs.from_dict(json.loads(done.stdout))
+
+
+def obtain(framework: str, environment: dict, threads: Optional[int] = None, device: str = "cpu",
+           retake: bool = False) -> Tuple[R.Roofs, Optional[str]]:
+    """This machine's roofs (cached, else taken and cached) and a note to say once where a
+    cached file was corrupt or another machine's."""
+    if framework not in FRAMEWORKS:
+        raise UsageError(f"roofs: unknown framework {framework!r}; choose from {', '.join(FRAMEWORKS)}")
+    print_id = fingerprint(framework, environment, threads)
+    path = cache_path(framework, device, print_id)
+    found, note = (None, None) if retake else cached(path, print_id)
+    if found is None:
+        found = probe_process(framework, device, threads, print_id)
+        cache.write(path, KIND, found.to_dict())
+    return found, note
+
+
+def main(argv=None) -> int:
+    framework, device, threads, print_id = (argv or sys.argv[1:])[:4]
+    try:
+        found = take(framework, device, int(threads) or None, print_id)
+    except UsageError as error:
+        sys.stderr.write(f"{error}\n")
+        return 2
+    sys.stdout.write(json.dumps(found.to_dict()) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

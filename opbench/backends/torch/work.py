@@ -1,0 +1,251 @@
+"""The work of a torch case (benchcore.measure.work): its tensors and outputs from the call run
+on meta tensors (shapes and dtypes without data or arithmetic), and its operator's FLOP family.
+
+Why meta tensors: the case's inputs are large and its call is the thing timed; on the meta
+device torch computes only the output's shape and dtype. An operator whose output shape
+depends on the values (nonzero, unique, masked_select) has no meta answer: it runs once on its
+real inputs instead. The families' FLOPs equal torch.utils.flop_counter wherever that has a
+formula (the tests hold them equal on real calls).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from math import prod
+from typing import Any, Callable, Dict, List, Optional, Tuple
+
+from benchcore.measure import work as W
+from benchcore.measure.case import CaseSpec
+from benchcore.measure.work import Flops, Tensor, Work
+
+from .sample import Decoder, Scale, dtype_name, tensors_in
+
+
+@dataclass
+class MetaDecoder(Decoder):
+    """The sample's tensors on the meta device: shapes, dtypes and gradients, no values."""
+
+    def _tensor(self, desc: dict):
+        import torch
+
+        from .sample import torch_dtype
+
+        t = torch.empty(self.scale.dims(desc["shape"], desc.get("keep", ())), dtype=torch_dtype(desc["dtype"]),
+                        device="meta")
+        if self.grad and desc.get("grad", True) and (t.dtype.is_floating_point or t.dtype.is_complex):
+            t.requires_grad_(True)
+        return t
+
+
+@dataclass(frozen=True)
+class Call:
+    """A case's call, decoded: the function's name (OpInfo's or a path), first argument, the
+    rest, and its results."""
+
+    name: str
+    category: Optional[str]
+    first: Any
+    args: list
+    kwargs: dict
+    result: Any
+
+    def arg(self, index: int, key: str, default: Any = None) -> Any:
+        """A parameter given by position (after the first) or by keyword."""
+        return self.args[index] if len(self.args) > index else self.kwargs.get(key, default)
+
+    @property
+    def inputs(self) -> list:
+        return tensors_in([self.first, self.args, self.kwargs])
+
+    @property
+    def outputs(self) -> list:
+        return tensors_in(self.result)
+
+    @property
+    def out(self):
+        return self.outputs[0]
+
+
+def decoded(entry: dict, data: dict, fn: Callable, grad: bool, seed: int = 0) -> Tuple[Optional[tuple], Optional[str]]:
+    """(first, args, kwargs, result) on the meta device, else on real inputs; None and why
+    where neither runs."""
+    import torch
+
+    scale = Scale(**entry["scale"])
+    try:
+        first, args, kwargs = MetaDecoder(data, scale, "cpu", seed, grad=grad).sample(entry["tree"])
+        return (first, args, kwargs, fn(first, *args, **kwargs)), None
+    except Exception:  # noqa: BLE001 - no meta kernel, or a value-dependent shape: run it for real
+        pass
+    try:
+        torch.manual_seed(seed)
+        first, args, kwargs = Decoder(data, scale, "cpu", seed, grad=grad).sample(entry["tree"])
+        return (first, args, kwargs, fn(first, *args, **kwargs)), None
+    except Exception as error:  # noqa: BLE001 - the sweep records such a case's error itself
+        return None, f"outputs unknown: the call failed ({type(error).__name__}: {str(error).splitlines()[0][:120]})"
+
+
+def as_tensors(values: list) -> List[Tensor]:
+    return [W.tensor(t.shape, dtype_name(t.dtype)) for t in values]
+
+
+# ---------------------------------------------------------------- FLOP families
+
+_MATRIX_FIRST = {"mm": 0, "matmul": 0, "bmm": 0, "linear": 0, "nn.functional.linear": 0, "inner": 0, "dot": 0,
+                 "vdot": 0, "mv": 0, "addmm": 1, "baddbmm": 1, "addmv": 1}
+
+
+def _operands(call: Call) -> list:
+    return [call.first, *call.args]
+
+
+def _gemm(call: Call) -> Flops:
+    """2 x each output element x the contraction length (the first matrix operand's last axis)."""
+    operands = _operands(call)
+    index = _MATRIX_FIRST[call.name]
+    matrix = operands[index]
+    other = operands[index + 1] if len(operands) > index + 1 else call.kwargs.get("weight")
+    gradients = sum(bool(getattr(t, "requires_grad", False)) for t in (matrix, other))
+    return W.gemm(call.out.numel(), 1, matrix.shape[-1], gradients=gradients)
+
+
+def _convolution(call: Call) -> Flops:
+    weight = call.arg(0, "weight")
+    transposed = "transpose" in call.name
+    spatial = call.first.shape[2:] if transposed else call.out.shape[2:]
+    gradients = sum(bool(t.requires_grad) for t in (call.first, weight))
+    return W.convolution(call.first.shape[0], tuple(weight.shape), tuple(spatial), gradients)
+
+
+def _recurrent(call: Call) -> Flops:
+    """torch.lstm/gru/rnn_* (input, hx, params, has_biases, num_layers, dropout, train,
+    bidirectional, batch_first): opbench crossframe's torch side of MXNet's RNN."""
+    mode = call.name
+    seq, batch, size = call.first.shape
+    states = call.args[0][0] if isinstance(call.args[0], (list, tuple)) else call.args[0]
+    directions = 2 if call.args[6] else 1
+    return W.recurrent(mode, seq, batch, size, states.shape[-1], int(call.args[3]), directions)
+
+
+def _pooling(call: Call) -> Flops:
+    kernel = call.arg(0, "kernel_size")
+    dims = call.first.dim() - 2 if call.first.dim() > 2 else 1
+    if "adaptive" in call.name or kernel is None:
+        window = call.first.numel() // max(1, call.out.numel())
+    else:
+        window = prod(kernel) if isinstance(kernel, (list, tuple)) else kernel ** dims
+    return W.pooling(call.out.numel(), window)
+
+
+def _sort(call: Call) -> Flops:
+    """Rows along the sorted dimension (topk's comes after k, msort's is the first)."""
+    dim = 0 if call.name == "msort" else call.arg(1 if call.name == "topk" else 0, "dim", -1)
+    dim = dim if isinstance(dim, int) and not isinstance(dim, bool) else -1
+    shape = call.first.shape
+    return W.comparison_sort(call.first.numel(), shape[dim] if shape else 1)
+
+
+def _square(call: Call) -> Tuple[int, int]:
+    shape = call.first.shape
+    return shape[-1], prod(shape[:-2])
+
+
+def _pointwise(call: Call) -> Flops:
+    gradients = sum(bool(getattr(t, "requires_grad", False)) for t in call.inputs)
+    return W.pointwise(call.out.numel(), 1, max(1, gradients))
+
+
+FAMILIES: Dict[str, Callable[[Call], Flops]] = {
+    **{name: _gemm for name in _MATRIX_FIRST},
+    **{f"nn.functional.conv{kind}{d}d": _convolution for kind in ("", "_transpose") for d in (1, 2, 3)},
+    **{mode: _recurrent for mode in ("lstm", "gru", "rnn_tanh", "rnn_relu")},
+    **{name: lambda c: W.softmax(c.first.numel()) for name in ("softmax", "log_softmax", "nn.functional.softmin",
+                                                               "nn.functional.softmax", "nn.functional.log_softmax")},
+    **{name: lambda c: W.cholesky(*_square(c)) for name in ("cholesky", "linalg.cholesky")},
+    "cholesky_inverse": lambda c: W.cholesky_inverse(*_square(c)),
+    **{name: _sort for name in ("sort", "argsort", "msort", "topk")},
+    **{name: lambda c: W.reduction(c.first.numel()) for name in ("argmax", "argmin", "amax", "amin")},
+    "clamp": _pointwise,
+    **{name: lambda c: W.lu_based(*_square(c), inverse=True) for name in ("linalg.inv", "inverse")},
+    **{name: lambda c: W.lu_based(*_square(c)) for name in ("linalg.det", "det", "logdet", "linalg.slogdet")},
+}
+CATEGORY_FAMILIES: Dict[str, Callable[[Call], Flops]] = {
+    "pooling": _pooling, "normalization": lambda c: W.normalization(c.first.numel()),
+    "reduction": lambda c: W.reduction(c.first.numel()),
+    "unary_ufunc": _pointwise, "binary_ufunc": _pointwise, "activation": _pointwise,
+}
+MOVEMENT = "data movement: no arithmetic; bytes are its measure"
+NO_FORMULA = {"shape": MOVEMENT, "indexing": MOVEMENT, "cast": MOVEMENT, "factory": "a factory reads nothing",
+              "random": "random sampling: the generator's arithmetic is not counted; bytes are its measure"}
+
+
+def family(name: str, category: Optional[str]) -> Optional[Callable[[Call], Flops]]:
+    if name in FAMILIES:
+        return FAMILIES[name]
+    return (_pooling if "pool" in name else None) or CATEGORY_FAMILIES.get(category or "")
+
+
+def flops_of(call: Call) -> Flops:
+    found = family(call.name, call.category)
+    if found is None:
+        return W.no_formula(NO_FORMULA.get(call.category or "") or f"no FLOP formula for {call.name} "
+                            f"(category {call.category})")
+    if not call.outputs:
+        return W.no_formula(f"{call.name} returned no tensor")
+    return found(call)
+
+
+def backward_reads(call: Call) -> list:
+    """What the derivative reads besides the head (a lower bound)."""
+    if call.name in ("add", "sub", "sum", "mean", "neg", "nn.functional.pad", "clone"):
+        return []
+    if family(call.name, call.category) is FAMILIES.get("softmax") or call.name in ("exp", "sigmoid", "tanh"):
+        return call.outputs
+    return call.inputs
+
+
+def work_of(entry: dict, data: dict, fn: Callable, name: str, category: Optional[str],
+            run_backward: bool) -> Dict[str, Work]:
+    """A decoded entry's work per timed phase."""
+    found, why = decoded(entry, data, fn, run_backward)
+    phases = (W.FORWARD, W.BACKWARD) if run_backward else (W.FORWARD,)
+    if found is None:
+        return {phase: Work(phase, None, None, why) for phase in phases}
+    call = Call(name, category, *found)
+    flops = flops_of(call)
+    inputs, outputs = as_tensors(call.inputs), as_tensors(call.outputs)
+    result = {W.FORWARD: W.forward_work(inputs, outputs, flops)}
+    if run_backward:
+        grads = as_tensors([t for t in call.inputs if t.requires_grad])
+        heads = as_tensors([t for t in call.outputs if t.requires_grad])
+        result[W.BACKWARD] = W.backward_work(heads, as_tensors(backward_reads(call)), grads, flops)
+    return result
+
+
+#: the OpInfo class an MXNet category's operators have in torch (crossframe's torch side)
+_KIND_OF_MXNET = {"unary": "UnaryUfuncInfo", "rounding": "UnaryUfuncInfo", "activation": "UnaryUfuncInfo", "binary_broadcast": "BinaryUfuncInfo",
+                  "binary_elemwise": "BinaryUfuncInfo", "reduction": "ReductionOpInfo"}
+
+
+def category(spec: CaseSpec) -> Optional[str]:
+    """A torch case's category: the manifest's, or for crossframe's torch side (which carries
+    the MXNet case's) the category torch's table gives its function."""
+    from .categories import category_of
+
+    params = spec.params
+    if "crossframe" not in params:
+        return params.get("category")
+    return category_of(params["op"], _KIND_OF_MXNET.get(params.get("category") or "", "OpInfo"))
+
+
+def work(spec: CaseSpec, options: dict) -> Dict[str, Work]:
+    """A torch case's work: its manifest entry (options: the sweep's `manifest` and its
+    sha256), or the call crossframe's spec carries."""
+    from .callables import callable_for
+    from .executor import _entry
+
+    params = spec.params
+    entry, data = _entry(spec, options)
+    name = params["op"]
+    fn = callable_for(entry["call"], name, params.get("variant") or "")
+    return work_of(entry, data, fn, name, category(spec), bool(params.get("run_backward")))

@@ -1,0 +1,139 @@
+"""The machine's roofs: the probes compute what they claim (a GEMM, an add), the plateaus come
+from the curve by cache level, and frameworks.roofs takes them once per fingerprint, in a process
+of its own, at toy sizes here (OPBENCH_TINY), and takes them again when asked, when the cached
+file is corrupt or another machine's (said once); CUDA is refused on a machine without it."""
+
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+import torch
+
+from benchcore.errors import UsageError
+from benchcore.execute.environment import collect
+from benchcore.measure import roofs as R
+from frameworks import cache
+from frameworks import roofs as F
+from tests.cuda_fakes import FakeCuda
+
+CACHES = {"L1": 32 * R.KIB, "L2": R.MIB, "LLC": 8 * R.MIB}
+
+
+def test_each_level_is_the_best_rate_of_the_working_sets_it_holds():
+    points = [R.Point(16 * R.KIB, 300.0), R.Point(32 * R.KIB, 320.0), R.Point(512 * R.KIB, 150.0),
+              R.Point(4 * R.MIB, 40.0), R.Point(8 * R.MIB, 45.0), R.Point(12 * R.MIB, 20.0), R.Point(32 * R.MIB, 9.0),
+              R.Point(64 * R.MIB, 10.0)]
+    # 12 MiB is past the LLC but under twice it: neither an LLC nor a DRAM figure
+    assert R.plateaus(points, CACHES) == {"L1": 320.0, "L2": 150.0, "LLC": 45.0, "DRAM": 10.0}
+    assert R.level_of(R.MIB, CACHES) == "L2" and R.level_of(R.GIB, CACHES) == "DRAM"
+    assert R.plateaus(points[:2], CACHES)["DRAM"] is None
+
+
+def test_working_sets_reach_past_twice_the_last_level_cache():
+    sizes = R.working_sets({"LLC": 768 * R.MIB})
+    assert sizes[0] == R.SMALLEST and sizes[-1] == 2 * R.GIB and all(b == 2 * a for a, b in zip(sizes, sizes[1:]))
+    assert R.working_sets({"LLC": None})[-1] == R.LARGEST
+
+
+def test_cache_sizes_read_linux_sysfs(tmp_path):
+    for index, (level, kind, size) in enumerate([(1, "Data", "48K"), (1, "Instruction", "32K"), (2, "Unified", "2048K"),
+                                                 (3, "Unified", "32M")]):
+        folder = tmp_path / f"index{index}"
+        folder.mkdir()
+        for name, text in (("level", str(level)), ("type", kind), ("size", size)):
+            (folder / name).write_text(text + "\n")
+    assert R.cache_sizes(tmp_path) == {"L1": 48 * R.KIB, "L2": 2 * R.MIB, "LLC": 32 * R.MIB}
+    assert R.cache_sizes(tmp_path / "absent") == {"L1": None, "L2": None, "LLC": None}
+
+
+def test_the_add_probe_moves_the_bytes_it_counts():
+    n, rows = 1000, 4
+    source, accumulator = np.arange(n, dtype=np.float64), np.full(n, 7.0)
+    np.add.reduce(np.broadcast_to(source, (rows, n)), axis=0, out=accumulator)
+    assert np.array_equal(accumulator, rows * source)  # the first row copied (the 7s gone), the rest added
+    assert R.add_rate(16 * R.KIB, repeats=1) > 0
+
+
+@pytest.mark.parametrize("framework", F.FRAMEWORKS)
+def test_the_gemm_probe_is_a_product_in_the_frameworks_own_call(framework):
+    call, sync = F.gemm_call(framework, "float64", 8, "cpu")
+    out = call()
+    sync()
+    values = out.asnumpy() if framework == "mxnet" else out.numpy()
+    assert values.shape == (8, 8) and np.abs(values).sum() > 0
+    assert R.gemm_rate(call, 8, sync) > 0
+
+
+@pytest.fixture
+def tiny_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv(cache.CACHE_ENV, str(tmp_path))
+    monkeypatch.setenv(F.TINY_ENV, "1")
+    return tmp_path
+
+
+@pytest.fixture(scope="module")
+def environment():
+    return collect("opbench", argv=[], collectors=("frameworks.torch:collect",))
+
+
+def test_roofs_are_taken_once_per_fingerprint_and_again_when_asked(tiny_cache, environment):
+    first, note = F.obtain("torch", environment, threads=1)
+    assert note is None and first.threads == 1 and first.gemm_n == F.TINY_GEMM_N
+    assert set(first.flops_per_s) == {"float32", "float64"} and all(v > 0 for v in first.flops_per_s.values())
+    assert first.peak("float16") == (None, F.NOT_MEASURED["float16"])
+    assert first.bandwidth[0].working_set_bytes == R.SMALLEST and first.plateaus()["L1"] > 0
+    again, note = F.obtain("torch", environment, threads=1)
+    assert note is None and again == first  # read back from the cache, not taken again
+    taken, _ = F.obtain("torch", environment, threads=1, retake=True)
+    assert taken.took_s != first.took_s
+    other, _ = F.obtain("torch", environment, threads=2)
+    assert other.fingerprint != first.fingerprint and len(list(tiny_cache.glob("roofs-torch-cpu-*-tiny.json"))) == 2
+
+
+def test_a_corrupt_or_foreign_cache_is_taken_again_and_said_once(tiny_cache, environment):
+    first, _ = F.obtain("torch", environment)
+    path = F.cache_path("torch", "cpu", first.fingerprint)
+    path.write_text("{not json")
+    found, note = F.obtain("torch", environment)
+    assert note == f"the cached roofs {path} are corrupt: taken again" and found.fingerprint == first.fingerprint
+    assert F.obtain("torch", environment)[1] is None
+    cache.write(path, F.KIND, {**found.to_dict(), "fingerprint": "0123456789abcdef"})
+    _, note = F.obtain("torch", environment)
+    assert note == f"the cached roofs {path} are another machine's (fingerprint 0123456789abcdef): taken again"
+    cache.write(path, F.KIND, {**found.to_dict(), "version": 0})
+    assert "unreadable (ValueError: roofs version 0, not 1)" in F.obtain("torch", environment)[1]
+
+
+def test_the_mxnet_roofs_are_taken_with_mxnets_dot(tiny_cache):
+    environment = collect("opbench", argv=[], collectors=("frameworks.mxnet:collect",))
+    found, _ = F.obtain("mxnet", environment, threads=1)
+    assert found.framework == "mxnet" and found.flops_per_s["float32"] > 0
+
+
+def test_cuda_is_refused_in_one_line_where_torch_sees_none(tiny_cache, environment):
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a CUDA device: the refusal cannot happen here")
+    with pytest.raises(UsageError) as refused:
+        F.obtain("torch", environment, device="cuda")
+    assert str(refused.value) == ("roofs: the probe process failed (roofs: device cuda asked for, but this torch sees "
+                                  "no CUDA device; take the roofs on a machine with one, or on cpu); fix that, or take "
+                                  "the roofs again")
+
+
+def test_a_devices_own_figures_come_from_its_attributes(monkeypatch):
+    fake = FakeCuda(count=1).install(monkeypatch)
+    spec = F.device_spec("cuda:0")
+    assert spec["name"] == "NVIDIA H200" and spec["l2_bytes"] == fake.L2_BYTES
+    assert spec["memory_bytes_per_s"] is None and "no memory clock" in spec["memory_reason"]
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda device=None: SimpleNamespace(
+        name="NVIDIA H100", major=9, minor=0, multi_processor_count=132, total_memory=80 * R.GIB,
+        L2_cache_size=50 * R.MIB, memory_clock_rate=2_619_000, memory_bus_width=5120))
+    assert F.device_spec("cuda:0")["memory_bytes_per_s"] == pytest.approx(3.352e12, rel=1e-3)
+
+
+def test_roofs_travel_as_a_dict():
+    found = R.Roofs("torch", "cpu", 1, "abc", {"float32": 1e11, "float64": None}, {"float64": "why"}, 64,
+                    [R.Point(16 * R.KIB, 1e11), R.Point(R.GIB, 1e10)], CACHES, "now", 1.0)
+    assert R.Roofs.from_dict(found.to_dict()) == found
+    assert found.to_dict()["plateaus"] == {"L1": 1e11, "L2": None, "LLC": None, "DRAM": 1e10}
+    assert found.bandwidth_for(R.GIB) == (1e10, "DRAM") and found.peak("float64") == (None, "why")

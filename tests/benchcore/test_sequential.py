@@ -1,0 +1,188 @@
+"""Sequential looks: an A/B run that adds rounds until its quantities are decided keeps the error
+rates the report states, because each look spends only its share of alpha
+(benchcore.compare.sequential). Simulated with the comparison's own verdict rule on rounds whose
+truth is known; the same loop looking at full alpha each time breaks the rate, so the check can
+fail."""
+
+import math
+
+import numpy as np
+import pytest
+
+from benchcore.compare.sequential import Looks, sequential_p
+from benchcore.compare.verdicts import Evidence, compare_timings
+from benchcore.errors import UsageError
+from benchcore.report.figures import sampled
+from benchcore.report.model import Report
+
+ALPHA = 0.05
+LOOKS = Looks(planned=3, step=2, horizon=13)
+
+
+def rounds_timing(medians):
+    """A Timing of rounds with two equal samples each: its round medians are exactly `medians`."""
+    return sampled([m for m in medians for _ in range(2)], "samples", 0.0, [2] * len(medians))
+
+
+def run_until_decided(rng, ratio, spread, looks, spend=True):
+    """One quantity of an interleaved A/B run: round pairs whose log ratio scatters by `spread`
+    around log(`ratio`); judged at each look of the schedule, stopped once decided. `spend=False`
+    looks at full alpha every time (what a naive loop would do)."""
+    base = list(np.exp(spread * rng.standard_normal(looks.horizon)))
+    new = [b * ratio * math.exp(spread * e) for b, e in zip(base, rng.standard_normal(looks.horizon))]
+    verdict = "undecided"
+    for n in looks.schedule:
+        evidence = Evidence(0.05, ALPHA, paired=True, looks=looks if spend else None)
+        verdict = compare_timings("forward", rounds_timing(base[:n]), rounds_timing(new[:n]), evidence).verdict
+        if verdict != "undecided":
+            return verdict, n
+    return verdict, looks.horizon
+
+
+def test_the_schedule_looks_after_the_planned_rounds_then_every_step_and_spends_alpha_once():
+    assert LOOKS.schedule == [3, 5, 7, 9, 11, 13]
+    shares = LOOKS.shares(ALPHA)
+    assert [n for n, _ in shares] == LOOKS.schedule
+    assert sum(share for _, share in shares) == pytest.approx(ALPHA)
+    assert all(share > 0 for _, share in shares)
+    assert Looks(3, 2, 8).schedule == [3, 5, 7, 8]  # the horizon is always a look
+    # without added rounds: one look, spending all of alpha (a plain comparison)
+    assert Looks(3).shares(ALPHA) == [(3, pytest.approx(ALPHA))]
+    assert LOOKS.at(7, ALPHA) == shares[:3]
+    assert Looks.from_dict(LOOKS.to_dict()) == LOOKS and Looks.from_dict(None) is None
+    with pytest.raises(ValueError):
+        Looks(3, 2, 2)
+
+
+def test_the_sequential_p_value_is_valid_under_the_null():
+    rng = np.random.default_rng(1)
+    shares = [share for _, share in LOOKS.shares(ALPHA)]
+    p_star = np.array([sequential_p(list(zip(rng.uniform(size=len(shares)), shares)), ALPHA) for _ in range(20000)])
+    for u in (0.01, 0.05, 0.2):
+        assert (p_star <= u).mean() <= u * 1.05
+
+
+def test_optional_stopping_keeps_false_changes_below_alpha_and_naive_looks_do_not():
+    """A/A quantities judged at every look until decided: with spending, the share called
+    slower or faster stays below alpha; looking at full alpha every time exceeds it beyond the
+    binomial bound over 400 runs (round pairs scattering by ~20%, so most runs reach many looks)."""
+    runs = 400
+    rng = np.random.default_rng(7)
+    spent = [run_until_decided(rng, 1.0, 0.15, LOOKS)[0] for _ in range(runs)]
+    rng = np.random.default_rng(7)
+    naive = [run_until_decided(rng, 1.0, 0.15, LOOKS, spend=False)[0] for _ in range(runs)]
+    false_spent = sum(v in ("slower", "faster") for v in spent) / runs
+    false_naive = sum(v in ("slower", "faster") for v in naive) / runs
+    bound = ALPHA + 2 * math.sqrt(ALPHA * (1 - ALPHA) / runs)
+    assert false_spent <= ALPHA
+    assert false_naive > bound
+
+
+def test_the_looks_decide_what_the_planned_rounds_leave_open():
+    """A/A quantities whose round pairs scatter by ~4%: three rounds decide few of them `same`
+    within ±5%; the looks up to 13 rounds decide most, at the round each needed."""
+    rng = np.random.default_rng(11)
+    ended = [run_until_decided(rng, 1.0, 0.03, LOOKS) for _ in range(200)]
+    assert sum(v == "same" for v, _n in ended) / len(ended) >= 0.8
+    assert sum(n == 3 and v == "same" for v, n in ended) / len(ended) < 0.5
+    assert not any(v in ("slower", "faster") for v, _n in ended)
+
+
+def test_optional_stopping_keeps_false_sames_below_alpha():
+    """A true +8% change (beyond the 5% margin) is called `same` at some look less than alpha of
+    the time; it is called slower most of the time by the horizon."""
+    runs = 400
+    rng = np.random.default_rng(3)
+    verdicts = [run_until_decided(rng, 1.08, 0.06, LOOKS)[0] for _ in range(runs)]
+    assert sum(v == "same" for v in verdicts) / runs <= ALPHA
+    assert sum(v == "slower" for v in verdicts) / runs >= 0.6
+
+
+def test_a_quantity_decided_at_a_later_look_says_so_and_spends_only_its_share():
+    rng = np.random.default_rng(5)
+    base = list(np.exp(0.04 * rng.standard_normal(7)))
+    new = [b * 1.01 * math.exp(0.04 * e) for b, e in zip(base, rng.standard_normal(7))]
+    m = compare_timings("forward", rounds_timing(base), rounds_timing(new), Evidence(0.05, ALPHA, paired=True, looks=LOOKS))
+    assert "3 looks (at 3, 5, 7 rounds), p the sequential p-value over them" in m.reason
+    shares = dict(LOOKS.shares(ALPHA))
+    # the last look's claim is made at its own share, not at alpha
+    one_look = compare_timings("forward", rounds_timing(base), rounds_timing(new), Evidence(0.05, ALPHA, paired=True))
+    assert m.detectable_ratio > one_look.detectable_ratio and shares[7] < ALPHA
+
+
+def test_two_reports_with_different_schedules_are_not_one_ab_run():
+    from benchcore.compare.verdicts import looks_of
+
+    a = Report("opbench", settings={"sequential": LOOKS.to_dict()})
+    b = Report("opbench", settings={"sequential": Looks(3, 2, 9).to_dict()})
+    assert looks_of(a, a) == LOOKS and looks_of(Report("opbench"), Report("opbench")) is None
+    with pytest.raises(UsageError, match="different schedules of added rounds"):
+        looks_of(a, b)
+
+
+# --------------------------------------------------------------------------- the A/B run's added rounds
+
+def _case(name, base_medians, new_medians):
+    from benchcore.measure.case import CaseSpec
+    from benchcore.measure.measurement import Measurement
+    from benchcore.report.model import CaseResult
+
+    spec = CaseSpec("opbench", name, {"op": name, "category": "unary", "inputs": {}})
+    return [CaseResult(spec, "ok", {"forward": Measurement.from_rounds([[m, m] for m in medians]).to_dict()})
+            for medians in (base_medians, new_medians)]
+
+
+def _reports(cases):
+    env = {"python": "3.11", "cpu_model": "Test CPU", "cpu_count": 2}
+    return {side: Report("opbench", dict(env, ab_side=side), {}, [pair[i] for pair in cases])
+            for i, side in enumerate(("base", "new"))}
+
+
+def _asker(cases, rounds=3, horizon=7, budget=("x", 2.0), planned_s=10.0):
+    from types import SimpleNamespace
+
+    from benchcore.cli.ab import AddedRounds
+    from benchcore.suite import Suite
+
+    said = []
+    args = SimpleNamespace(threshold=5.0, alpha=ALPHA, budget=budget)
+    asker = AddedRounds(Suite("opbench"), args, Looks(3, 2, horizon), lambda measured: _reports(cases), 3, said.append)
+    asker.rounds, asker.started = rounds, asker.started - planned_s
+    return asker, said
+
+
+def test_only_the_cases_with_an_undecided_quantity_get_more_rounds():
+    cases = [_case("slower", [1.0, 1.01, 0.99], [2.0, 2.03, 1.97]),     # decided: slower
+             _case("same", [1.0, 1.001, 0.999], [1.0, 1.0015, 0.9995]),  # decided: same within 5%
+             _case("open", [1.0, 1.3, 0.8], [1.05, 1.1, 1.0])]           # undecided
+    asker, said = _asker(cases)
+    assert [spec.name for spec in asker({})] == ["open"]
+    assert asker.rounds == 5 and said == ["1 of 3 quantities undecided after 3 rounds a side: adding 2 rounds a side "
+                                          "to their 1 case(s)"]
+
+
+def test_the_horizon_and_the_budget_stop_the_added_rounds():
+    cases = [_case("open", [1.0, 1.3, 0.8], [1.05, 1.1, 1.0])]
+    asker, said = _asker(cases, rounds=7, horizon=7)
+    assert asker({}) == [] and said[-1].endswith("--max-rounds 7 reached")
+    asker, said = _asker(cases, budget=("s", 1.0))  # a step of 1 case costs ~6.7 s at 10 s for 3 case-rounds
+    assert asker({}) == [] and said[-1].endswith("--budget 1 s spent")
+    asker, said = _asker([_case("same", [1.0, 1.001, 0.999], [1.0, 1.0015, 0.9995])])
+    assert asker({}) == [] and said == []  # nothing left to decide: nothing said
+
+
+def test_budget_and_max_rounds_are_read_or_refused_in_one_line():
+    import argparse
+    from types import SimpleNamespace
+
+    from benchcore.cli.ab import budget, looks_for
+
+    assert budget("2x") == ("x", 2.0) and budget("600") == ("s", 600.0) and budget("0") == ("s", 0.0)
+    for bad in ("-1", "nan", "soon", "inf"):
+        with pytest.raises(argparse.ArgumentTypeError, match="is not a budget"):
+            budget(bad)
+    assert looks_for(3, SimpleNamespace(max_rounds=None, budget=("x", 2.0))) == Looks(3, 2, 13)
+    assert looks_for(3, SimpleNamespace(max_rounds=9, budget=("s", 0.0))) is None  # today's ab
+    assert looks_for(1, SimpleNamespace(max_rounds=None, budget=("x", 2.0))) is None  # counted ab: one round
+    with pytest.raises(UsageError, match="--max-rounds 2 is below --rounds 3"):
+        looks_for(3, SimpleNamespace(max_rounds=2, budget=("x", 2.0)))
