@@ -202,6 +202,26 @@ def lq(m: int, n: int, batch: int = 1) -> Flops:
     return Flops(batch * (2 * m * m * n - 2 * m ** 3 // 3), None, LINALG_BACKWARD)
 
 
+def solve(n: int, columns: int, batch: int = 1) -> Flops:
+    """A general solve: an LU factorisation (2n^3/3) and two triangular solves (2 n^2 k)."""
+    return Flops(batch * (2 * n ** 3 // 3 + 2 * n * n * columns), None, LINALG_BACKWARD)
+
+
+def eigen(n: int, batch: int = 1, symmetric: bool = True, vectors: bool = True) -> Flops:
+    """Eigenvalues by the QR algorithm, Golub and Van Loan's counts: symmetric 4n^3/3, with
+    vectors 9n^3; general 10n^3, with vectors 25n^3."""
+    per = (9 * n ** 3 if vectors else 4 * n ** 3 // 3) if symmetric else (25 if vectors else 10) * n ** 3
+    return Flops(batch * per, None, LINALG_BACKWARD)
+
+
+def svd(m: int, n: int, batch: int = 1, vectors: bool = True) -> Flops:
+    """Golub-Kahan SVD of m x n (m >= n), Golub and Van Loan's counts: values 4mn^2 - 4n^3/3,
+    with both sets of vectors 4m^2 n + 8mn^2 + 9n^3."""
+    m, n = max(m, n), min(m, n)
+    per = 4 * m * m * n + 8 * m * n * n + 9 * n ** 3 if vectors else 4 * m * n * n - 4 * n ** 3 // 3
+    return Flops(batch * per, None, LINALG_BACKWARD)
+
+
 # ---------------------------------------------------------------- elementwise families
 
 def pointwise(elements: int, ops: int = 1, gradients: int = 1) -> Flops:
@@ -213,6 +233,14 @@ def pointwise(elements: int, ops: int = 1, gradients: int = 1) -> Flops:
 def reduction(elements: int) -> Flops:
     """One operation per input element; the backward spreads the head over the input (one each)."""
     return Flops(elements, elements)
+
+
+def fft(points: int, length: int, real: bool = False) -> Flops:
+    """A fast Fourier transform of `points` points in transforms of `length`: 5 N log2 L for a
+    complex transform, half that for a real one (the count FFT libraries report); its backward
+    is the adjoint transform, the same again."""
+    forward = int(points * 5 * max(1.0, log2(length)) / (2 if real else 1))
+    return Flops(forward, forward)
 
 
 def comparison_sort(elements: int, length: int) -> Flops:

@@ -119,3 +119,14 @@ def test_linalg_formulas_follow_the_textbook_counts():
     assert W.triangular(4, 5).forward == 80 and W.rank_k_update(4, 5).forward == 100
     assert W.lu_based(6, inverse=True).forward == 432 and W.lu_based(6).forward == 144
     assert W.lq(2, 3).forward == 2 * 4 * 3 - 2 * 8 // 3
+
+
+def test_fft_solve_eigen_and_svd_follow_the_textbook_counts():
+    assert W.fft(1024, 1024).forward == 1024 * 5 * 10 == W.fft(1024, 1024).backward
+    assert W.fft(1024, 1024, real=True).forward == 1024 * 5 * 10 // 2
+    assert W.solve(6, 2).forward == 144 + 144 and W.solve(6, 2).backward is None
+    assert W.eigen(3).forward == 243 and W.eigen(3, vectors=False).forward == 36
+    assert W.eigen(2, symmetric=False).forward == 200 and W.eigen(2, symmetric=False, vectors=False).forward == 80
+    assert W.svd(4, 2).forward == W.svd(2, 4).forward == 4 * 16 * 2 + 8 * 4 * 4 + 9 * 8
+    assert W.svd(4, 2, vectors=False).forward == 4 * 4 * 4 - 4 * 8 // 3
+    assert W.comparison_sort(16, 16).forward == 64 and W.comparison_sort(16, 16).backward is None
