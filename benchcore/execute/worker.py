@@ -409,6 +409,7 @@ def run_slots(
     on_start: Optional[Callable[[CaseSpec, int, int], None]] = None,
     on_result: Optional[Callable[[CaseResult], None]] = None,
     launcher: Sequence[str] = (),
+    side_launchers: Optional[Dict[str, Sequence[str]]] = None,
 ) -> List[Tuple[Slot, CaseResult]]:
     """Run every slot, in the order given; (slot, result) pairs in that order.
 
@@ -418,7 +419,8 @@ def run_slots(
     checkpoint is refused unless resume is set (it holds an interrupted run's results), and with
     resume its slots are taken from it instead of being run again. A case is audited in one of
     its rounds where the options say so (benchcore.measure.audit.RoundAudits). `launcher` prefixes
-    every worker's command line (benchcore.execute.valgrind's, for the instruction engine).
+    every worker's command line (benchcore.execute.valgrind's, for the instruction engine);
+    `side_launchers` a side's, where it differs (benchcore.execute.sweep.count_sides).
     """
     slots = list(slots)
     options = options or {}
@@ -431,7 +433,7 @@ def run_slots(
     shared = make_shared_scratch()
     env = dict(os.environ if env is None else env, **{SHARED_SCRATCH_ENV: shared})
     runners = _Runners(executor, isolate, env, memory_limit_bytes, pythons or {}, launcher,
-                       one_side=len({slot.side for slot in slots}) == 1)
+                       one_side=len({slot.side for slot in slots}) == 1, side_launchers=side_launchers)
     audits = RoundAudits(options)
     results: List[Tuple[Slot, CaseResult]] = []
     try:
@@ -491,8 +493,10 @@ class _Runners:
     """One runner per side, all replaced when a new round starts."""
 
     def __init__(self, executor: str, isolate: bool, env, memory_limit_bytes, pythons: Dict[str, str],
-                 launcher: Sequence[str] = (), one_side: bool = True):
+                 launcher: Sequence[str] = (), one_side: bool = True,
+                 side_launchers: Optional[Dict[str, Sequence[str]]] = None):
         self.executor, self.isolate, self.env, self.launcher = executor, isolate, env, tuple(launcher)
+        self.side_launchers = side_launchers or {}
         self.memory_limit_bytes, self.pythons = memory_limit_bytes, pythons
         self.by_side: Dict[str, object] = {}
         self.round: Optional[int] = None
@@ -509,7 +513,7 @@ class _Runners:
         runner = self.by_side.get(slot.side)
         if runner is None:
             runner = (_Isolated(self.executor, self.env, self.memory_limit_bytes, self.memory, self.leaving,
-                                self.pythons.get(slot.side), self.launcher)
+                                self.pythons.get(slot.side), self.side_launchers.get(slot.side, self.launcher))
                       if self.isolate else _InProcess(self.executor))
             self.by_side[slot.side] = runner
         answer = runner.run(slot.spec, options, timeout_s, keep_over_limit=self.keep_over_limit)
