@@ -263,12 +263,12 @@ LOSS_OPS = 2
 POINTWISE_OPS = {"addcmul": 2, "addcdiv": 2, "lerp": 2, "logaddexp2": 3, "clamp": 1, "outer": 1, "kron": 1, "addr": 2}
 
 
+SOFTMAX = ("softmax", "log_softmax", "nn.functional.softmin", "nn.functional.softmax", "nn.functional.log_softmax")
 FAMILIES: Dict[str, Callable[[Call], Flops]] = {
     **{name: _gemm for name in _MATRIX_FIRST},
     **{f"nn.functional.conv{kind}{d}d": _convolution for kind in ("", "_transpose") for d in (1, 2, 3)},
     **{mode: _recurrent for mode in ("lstm", "gru", "rnn_tanh", "rnn_relu")},
-    **{name: lambda c: W.softmax(c.first.numel()) for name in ("softmax", "log_softmax", "nn.functional.softmin",
-                                                               "nn.functional.softmax", "nn.functional.log_softmax")},
+    **{name: lambda c: W.softmax(c.first.numel()) for name in SOFTMAX},
     **{name: lambda c: W.cholesky(*_square(c)) for name in ("cholesky", "linalg.cholesky")},
     "cholesky_inverse": lambda c: W.cholesky_inverse(*_square(c)),
     **{name: lambda c: W.lu_based(*_square(c)) for name in ("lu", "linalg.lu", "linalg.lu_factor",
@@ -308,8 +308,8 @@ FAMILIES: Dict[str, Callable[[Call], Flops]] = {
     **{name: lambda c: W.lu_based(*_square(c)) for name in ("linalg.det", "det", "logdet", "linalg.slogdet")},
 }
 CATEGORY_FAMILIES: Dict[str, Callable[[Call], Flops]] = {
-    "pooling": _pooling, "masked": lambda c: W.reduction(c.first.numel()), "loss": _loss, "normalization": lambda c: W.normalization(c.first.numel()),
-    "reduction": lambda c: W.reduction(c.first.numel()),
+    "pooling": _pooling, "masked": lambda c: W.reduction(c.first.numel()), "loss": _loss,
+    "normalization": lambda c: W.normalization(c.first.numel()), "reduction": lambda c: W.reduction(c.first.numel()),
     "unary_ufunc": _pointwise, "binary_ufunc": _pointwise, "activation": _pointwise,
 }
 MOVEMENT = "data movement: no arithmetic; bytes are its measure"
@@ -349,7 +349,7 @@ def backward_reads(call: Call) -> list:
     """What the derivative reads besides the head (a lower bound)."""
     if call.name in ("add", "sub", "sum", "mean", "neg", "nn.functional.pad", "clone"):
         return []
-    if family(call.name, call.category) is FAMILIES.get("softmax") or call.name in ("exp", "sigmoid", "tanh"):
+    if call.name in SOFTMAX or call.name in ("exp", "sigmoid", "tanh"):
         return call.outputs
     return call.inputs
 
