@@ -170,7 +170,9 @@ LINALG_BACKWARD = "no backward formula for this factorisation"
 
 
 def cholesky(n: int, batch: int = 1) -> Flops:
-    return Flops(batch * n ** 3 // 3, None, LINALG_BACKWARD)
+    """n^3/3; the backward of A = L L^T is one product with L (2n^3, as a full product) and
+    two triangular solves of n columns (n^3 each)."""
+    return Flops(batch * n ** 3 // 3, batch * 4 * n ** 3)
 
 
 def cholesky_inverse(n: int, batch: int = 1) -> Flops:
@@ -192,9 +194,18 @@ def rank_k_update(n: int, k: int, batch: int = 1) -> Flops:
     return Flops(forward, batch * 2 * n * n * k)
 
 
+def lu(n: int, batch: int = 1) -> Flops:
+    """An LU factorisation with partial pivoting: 2n^3/3."""
+    return Flops(batch * 2 * n ** 3 // 3, None, LINALG_BACKWARD)
+
+
 def lu_based(n: int, batch: int = 1, inverse: bool = False) -> Flops:
-    """A determinant from an LU factorisation (2n^3/3); an inverse adds the solves (2n^3 in all)."""
-    return Flops(batch * (2 * n ** 3 if inverse else 2 * n ** 3 // 3), None, LINALG_BACKWARD)
+    """A determinant from an LU factorisation (2n^3/3); an inverse adds the solves (2n^3 in all).
+    Backward: a determinant's gradient is det x A^-T, two triangular solves of n columns with
+    the forward's factors (2n^3); an inverse's is -A^-T G A^-T, two products (4n^3)."""
+    if inverse:
+        return Flops(batch * 2 * n ** 3, batch * 4 * n ** 3)
+    return Flops(batch * 2 * n ** 3 // 3, batch * 2 * n ** 3)
 
 
 def lq(m: int, n: int, batch: int = 1) -> Flops:
@@ -203,8 +214,10 @@ def lq(m: int, n: int, batch: int = 1) -> Flops:
 
 
 def solve(n: int, columns: int, batch: int = 1) -> Flops:
-    """A general solve: an LU factorisation (2n^3/3) and two triangular solves (2 n^2 k)."""
-    return Flops(batch * (2 * n ** 3 // 3 + 2 * n * n * columns), None, LINALG_BACKWARD)
+    """A general solve: an LU factorisation (2n^3/3) and two triangular solves (2 n^2 k); its
+    backward solves the transposed system with the same factors (2 n^2 k) and takes the
+    matrix's gradient as a product (2 n^2 k)."""
+    return Flops(batch * (2 * n ** 3 // 3 + 2 * n * n * columns), batch * 4 * n * n * columns)
 
 
 def eigen(n: int, batch: int = 1, symmetric: bool = True, vectors: bool = True) -> Flops:
@@ -247,6 +260,12 @@ def comparison_sort(elements: int, length: int) -> Flops:
     """A comparison sort of rows of `length`: about log2(length) comparisons an element; its
     backward scatters the head gradient back, which no formula here counts."""
     return Flops(int(elements * max(1.0, log2(length))), None, "no backward formula for a sort")
+
+
+def interpolation(output_elements: int, taps: int) -> Flops:
+    """Each output a weighted sum of `taps` inputs (a multiply and an add each); the backward
+    spreads each head gradient back over the same taps with the same weights."""
+    return Flops(2 * taps * output_elements, 2 * taps * output_elements)
 
 
 def pooling(output_elements: int, window: int) -> Flops:

@@ -220,12 +220,13 @@ def _rectangle(call: Call) -> Tuple[int, int, int]:
 
 def _solve(call: Call, solves: int = 1) -> Flops:
     """Triangular solves of the right-hand side's columns (`solves` of them: two for an LU or
-    Cholesky factor); the matrix is the first argument's or the second's, whichever is square."""
+    Cholesky factor), each with its backward (benchcore.measure.work.triangular); the matrix is
+    the first argument's or the second's, whichever is square."""
     a, b = (call.first, call.args[0]) if call.first.shape[-1] == call.first.shape[-2] else (call.args[0], call.first)
     n = a.shape[-1]
     columns = b.numel() // max(1, n * prod(a.shape[:-2]))
     found = W.triangular(n, columns, prod(a.shape[:-2]))
-    return Flops(solves * found.forward, None, W.LINALG_BACKWARD)
+    return Flops(solves * found.forward, solves * found.backward)
 
 
 def _qr(call: Call) -> Flops:
@@ -238,7 +239,23 @@ def _matrix_power(call: Call) -> Flops:
     power = abs(int(call.arg(0, "n", 1)))
     n, batch = _square(call)
     products = max(0, power.bit_length() - 1 + bin(power).count("1") - 1)
-    return Flops(products * W.gemm(n, n, n, batch).forward, None, W.LINALG_BACKWARD)
+    return W.gemm(n, n, n, batch * products)
+
+
+#: inputs each output of an interpolation mode weighs, per spatial dimension
+TAPS = {"linear": 2, "bilinear": 2, "trilinear": 2, "bicubic": 4}
+
+
+def _interpolate(call: Call) -> Flops:
+    """Linear modes weigh 2 inputs per dimension, cubic 4; area is an adaptive average pooling;
+    nearest copies one input: data movement."""
+    mode = call.kwargs.get("mode", "bilinear" if call.name.endswith("bilinear") else "nearest")
+    dims = call.first.dim() - 2
+    if mode == "area":
+        return W.pooling(call.out.numel(), call.first.numel() // max(1, call.out.numel()))
+    if mode not in TAPS:
+        return W.no_formula(MOVEMENT)
+    return W.interpolation(call.out.numel(), TAPS[mode] ** dims)
 
 
 def _square(call: Call) -> Tuple[int, int]:
@@ -271,10 +288,10 @@ FAMILIES: Dict[str, Callable[[Call], Flops]] = {
     **{name: lambda c: W.softmax(c.first.numel()) for name in SOFTMAX},
     **{name: lambda c: W.cholesky(*_square(c)) for name in ("cholesky", "linalg.cholesky")},
     "cholesky_inverse": lambda c: W.cholesky_inverse(*_square(c)),
-    **{name: lambda c: W.lu_based(*_square(c)) for name in ("lu", "linalg.lu", "linalg.lu_factor",
-                                                            "linalg.lu_factor_ex")},
-    **{name: lambda c: W.cholesky(*_square(c)) for name in ("linalg.cholesky_ex", "linalg.ldl_factor",
-                                                            "linalg.ldl_factor_ex")},
+    **{name: lambda c: W.lu(*_square(c)) for name in ("lu", "linalg.lu", "linalg.lu_factor", "linalg.lu_factor_ex")},
+    "linalg.cholesky_ex": lambda c: W.cholesky(*_square(c)),
+    **{name: lambda c: W.Flops(W.cholesky(*_square(c)).forward, None, W.LINALG_BACKWARD)
+       for name in ("linalg.ldl_factor", "linalg.ldl_factor_ex")},
     "linalg.inv_ex": lambda c: W.lu_based(*_square(c), inverse=True),
     **{name: lambda c: W.solve(c.first.shape[-1], c.args[0].numel() // max(1, c.first.shape[-1] * _square(c)[1]),
                                _square(c)[1]) for name in ("linalg.solve", "linalg.solve_ex")},
@@ -287,6 +304,8 @@ FAMILIES: Dict[str, Callable[[Call], Flops]] = {
     **{name: lambda c: W.svd(*_rectangle(c)) for name in ("svd", "linalg.svd")},
     "linalg.svdvals": lambda c: W.svd(*_rectangle(c), vectors=False),
     "linalg.matrix_power": _matrix_power,
+    **{name: _interpolate for name in ("nn.functional.interpolate", "nn.functional.upsample_bilinear",
+                                       "nn.functional.upsample_nearest")},
     **{name: _sort for name in ("sort", "argsort", "msort", "topk")},
     **{name: lambda c: W.reduction(c.first.numel()) for name in ("argmax", "argmin", "amax", "amin")},
     **{name: partial(_pointwise, ops=ops) for name, ops in POINTWISE_OPS.items()},
