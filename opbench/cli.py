@@ -296,7 +296,7 @@ def _job(backend, args, device: str, checkpoint, pythons=None):
     """The sweep both `opbench` and `opbench ab` run: (job, plan)."""
     from benchcore.execute.sweep import SweepJob
 
-    counting = (valgrind.plan(args.cache_sim, dict(backend.suite.count_environment)) if args.engine == ENGINE
+    counting = (valgrind.plan(args.cache_sim, dict(backend.suite.count_environment), args.count_workers) if args.engine == ENGINE
                 else None)  # before planning: a missing tool
     settings = run_settings_from(args, args.warmup, args.runs)
     plan = backend.plan(args, device)

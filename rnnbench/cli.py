@@ -302,7 +302,7 @@ def _job(args, checkpoint, pythons=None):
     job = SweepJob(SUITE, specs, settings, core_cli.rounds_from(args, DEFAULT_ROUNDS), options, checkpoint,
                    pythons=pythons or {})
     if args.engine == ENGINE:
-        valgrind.apply(job, valgrind.plan(args.cache_sim, dict(SUITE.count_environment)))
+        valgrind.apply(job, valgrind.plan(args.cache_sim, dict(SUITE.count_environment), args.count_workers))
     return job, all_specs
 
 
