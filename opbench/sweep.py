@@ -54,7 +54,8 @@ class OperatorSweep:
         """The job both `opbench` and `opbench ab` run, and the backend's plan behind it."""
         from benchcore.execute.sweep import SweepJob
 
-        counting = (valgrind.plan(request.cache_sim, dict(self.suite.count_environment)) if request.engine == ENGINE
+        counting = (valgrind.plan(request.cache_sim, dict(self.suite.count_environment), request.count_workers)
+                    if request.engine == ENGINE
                     else None)  # before planning: a missing tool
         settings = run_settings_from(request, request.warmup, request.runs)
         plan = self.backend.plan(request, device)

@@ -112,7 +112,7 @@ class RunnerSweep:
         job = SweepJob(SUITE, specs, settings, core_cli.rounds_from(request, DEFAULT_ROUNDS), options, checkpoint,
                        pythons=pythons)
         if request.engine == ENGINE:
-            valgrind.apply(job, valgrind.plan(request.cache_sim, dict(SUITE.count_environment)))
+            valgrind.apply(job, valgrind.plan(request.cache_sim, dict(SUITE.count_environment), request.count_workers))
         return Planned({"": job}, (device, all_specs))
 
     def environment_extra(self, request: RunnerRequest, device: str) -> dict:

@@ -61,6 +61,8 @@ class SweepRequest:
     no_audit: bool = False
     flush_denormal: bool = False
     cache_sim: str = "default"
+    #: --engine instructions: valgrind workers counting at once; None: one per core
+    count_workers: Optional[int] = None
     output_format: Optional[str] = None
     output_file: Optional[str] = None
     plot: Optional[str] = None

@@ -80,8 +80,14 @@ def short_reason(m: "MetricComparison", threshold: float) -> str:
         return f"q={significance:.2g}" if significance is not None else "beyond the threshold"
     if m.verdict == "same":
         return f"within ±{threshold * 100:g}%"
-    if m.rounds_to_decide is not None:
+    from benchcore.compare.verdicts import PRACTICAL_ROUNDS
+
+    if m.rounds_to_decide is not None and m.rounds_to_decide <= PRACTICAL_ROUNDS:
         return f"about {m.rounds_to_decide} more round(s) a side would decide it"
+    if m.rounds_to_decide is not None:
+        return f"more than {PRACTICAL_ROUNDS} more rounds: count instructions"
+    if m.basis == "rounds" and m.p_value is not None:
+        return "more rounds cannot decide it: use ab, or count instructions"
     if significance is not None:
         return f"not significant ({'q' if m.q_value is not None else 'p'}={significance:.2g})"
     return m.reason.split(" (")[0][:80]

@@ -52,9 +52,17 @@ class SweepJob:
     #: every worker's command-line prefix (the instruction engine's valgrind), and the factor
     #: its cases' --timeout is scaled by
     launcher: Tuple[str, ...] = ()
+    #: side → the interpreter its workers start and the prefix before it, where these are not
+    #: pythons[side] and launcher: a wrapper's real interpreter under valgrind, after the
+    #: variables the wrapper sets (count_sides)
+    worker_pythons: Dict[str, str] = field(default_factory=dict)
+    side_launchers: Dict[str, Tuple[str, ...]] = field(default_factory=dict)
     timeout_scale: float = 1.0
     #: the factor --memory-limit-gb is scaled by (valgrind's own memory lives in the worker)
     memory_scale: float = 1.0
+    #: workers running at once (only where the load cannot change the figures: the instruction
+    #: engine, benchcore.execute.valgrind.apply)
+    lanes: int = 1
 
     @property
     def sides(self) -> Sequence[str]:
@@ -126,6 +134,8 @@ def measure(job: SweepJob, plan: RunPlan, prog: str, argv: Sequence[str], extra:
         return on_cluster(job, plan, prog, argv, extra)
     if job.pythons and job.env is None:
         job.env = side_env(os.environ)
+    if job.pythons and job.launcher:
+        count_sides(job)
     start = read_system_warned(prog)
     if job.pythons:
         environments = side_environments(job.pythons, job.suite, [prog, *argv], extra)
@@ -185,6 +195,9 @@ def side_environments(pythons: Dict[str, str], suite: Suite, argv: Sequence[str]
             raise UsageError(f"--{side}-python {python} could not describe its environment ({tail}); "
                              "check that it runs this suite's dependencies")
         found[side] = {**json.loads(done.stdout), **extra, "ab_side": side, "python_executable": python}
+        wrapper = side_interpreter(python, f"--{side}-python", suite)
+        if wrapper.wrapped:  # what the given python really runs, and what it sets on the way
+            found[side]["python_wrapper"] = wrapper.to_dict()
     return found
 
 
@@ -229,9 +242,10 @@ def run_slots_of(job: SweepJob, plan: RunPlan, slots) -> list:
         done = run_slots(
             slots, job.suite.executor, job.options(),
             isolate=plan.isolate, timeout_s=plan.timeout_s and plan.timeout_s * job.timeout_scale,
-            checkpoint=job.checkpoint, resume=plan.resume, launcher=job.launcher,
+            checkpoint=job.checkpoint, resume=plan.resume, launcher=job.launcher, side_launchers=job.side_launchers,
             memory_limit_bytes=plan.memory_limit_bytes and int(plan.memory_limit_bytes * job.memory_scale),
-            env=env, pythons=job.pythons or None, on_start=started, on_result=bar.finish)
+            env=env, pythons={**job.pythons, **job.worker_pythons} or None, on_start=started, on_result=bar.finish,
+            lanes=job.lanes)
     finally:
         bar.close()
     refuse_over_budget(result for _slot, result in done)
@@ -288,37 +302,41 @@ def remove_checkpoint(checkpoint: Optional[Path]) -> None:
             pass
 
 
-#: what an A/B side's interpreter must print after importing the suite: anything that exits 0
-#: without it (/bin/true, a shell script) is not a Python that can run the suite
-SIDE_PROBE_MARKER = "benchcore-side-ok"
-
-
 def check_side_python(python: str, flag: str, suite: Suite) -> str:
     """An A/B side's interpreter: it must exist, be a Python, and import this suite's executor
-    and the frameworks (from this suite's source); else one line naming the fix."""
+    and the frameworks (from this suite's source); else one line naming the fix. Probed once
+    (benchcore.execute.interpreter), which also tells count_sides what it really runs."""
     import shutil
-    import subprocess
 
     path = shutil.which(python) or python
     if not (os.path.isfile(path) and os.access(path, os.X_OK)):
         raise UsageError(f"{flag} {python}: no such executable; pass the python of a virtual environment "
                          "(e.g. venv/bin/python)")
-    module = suite.executor.partition(":")[0]
-    probe = "; ".join([f"import {name}" for name in (*suite.frameworks, module)] + [f"print({SIDE_PROBE_MARKER!r})"])
-    try:
-        done = subprocess.run([path, "-c", probe], capture_output=True, text=True, timeout=300,
-                              env=side_env(os.environ))
-    except (OSError, subprocess.SubprocessError) as exc:
-        raise UsageError(f"{flag} {python} does not run ({exc}); pass a working Python interpreter") from None
-    if done.returncode != 0:
-        lines = [line for line in (done.stderr or done.stdout).strip().splitlines() if line.strip()]
-        last = lines[-1] if lines else f"exit status {done.returncode}"
-        raise UsageError(f"{flag} {python} cannot import what {suite.name} needs ({last}); install "
-                         f"{', '.join(suite.frameworks) or 'the dependencies'} in that environment")
-    if SIDE_PROBE_MARKER not in done.stdout:
-        raise UsageError(f"{flag} {python} is not a Python interpreter; pass the python of a virtual environment "
-                         "(e.g. venv/bin/python)")
+    side_interpreter(path, flag, suite)
     return path
+
+
+def side_interpreter(python: str, flag: str, suite: Suite):
+    """What `python` runs, with the suite's executor and frameworks imported from this suite's source."""
+    from benchcore.execute import interpreter
+
+    imports = tuple(name for name in (*suite.frameworks, suite.executor.partition(":")[0]) if name)
+    return interpreter.probe(python, flag, imports, side_env(os.environ), suite.name)
+
+
+def count_sides(job: SweepJob) -> None:
+    """Both sides' workers under the instruction engine's valgrind, checked before either side runs a case:
+    a side's python that is a wrapper or a shim gets its real interpreter started under valgrind, with
+    the variables the wrapper sets (valgrind would count the shell, and the interpreter it execs run
+    natively); one that cannot be started so is refused in one line."""
+    from benchcore.execute import interpreter
+
+    for side, python in job.pythons.items():
+        flag = f"--{side}-python"
+        found = interpreter.for_counting(side_interpreter(python, flag, job.suite), flag)
+        if found.wrapped:
+            job.worker_pythons[side] = found.executable
+            job.side_launchers[side] = found.launcher(job.launcher)
 
 
 def suite_root() -> str:

@@ -277,9 +277,24 @@ _COLLECTOR: Optional[Collector] = None
 
 
 def add_arguments(parser) -> None:
-    """--cache-sim, for the suites whose sweeps take --engine instructions."""
+    """--cache-sim and --count-workers, for the suites whose sweeps take --engine instructions."""
     parser.add_argument("--cache-sim", default="default", metavar="GEOMETRY",
                         help=f"--engine instructions: the simulated caches, {GEOMETRY_HELP} (default: default)")
+    parser.add_argument("--count-workers", type=_workers, default=None, metavar="N",
+                        help="--engine instructions: valgrind workers counting at once (counts do not depend on the "
+                             "machine's load; default: one per core)")
+
+
+def _workers(text: str) -> int:
+    import argparse
+
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text} is not a number of workers: give 1 or more (e.g. 2)")
+    return value
 
 
 @dataclass(frozen=True)
@@ -288,16 +303,19 @@ class Plan:
 
     launcher: Tuple[str, ...]
     record: dict
+    #: workers counting at once (benchcore.execute.worker.run_slots' lanes)
+    lanes: int = 1
 
 
-def plan(cache_sim: str, environment: Optional[Dict[str, str]] = None) -> Plan:
+def plan(cache_sim: str, environment: Optional[Dict[str, str]] = None, workers: Optional[int] = 1) -> Plan:
     """Check the tools and the geometry before anything runs (a UsageError names the fix). A
     --ray sweep's nodes plan again for themselves (benchcore.execute.cluster.node), with the
-    environment the record carries. `environment`: the suite's (Suite.count_environment)."""
+    environment the record carries. `environment`: the suite's (Suite.count_environment);
+    `workers`: how many count at once (None: one per core)."""
     geometry = parse_geometry(cache_sim)
     valgrind = find_valgrind()
     prefix = launcher(geometry, build_shim(), valgrind, environment)
-    return Plan(tuple(prefix), settings_record(prefix, geometry, environment))
+    return Plan(tuple(prefix), settings_record(prefix, geometry, environment), workers or os.cpu_count() or 1)
 
 
 def apply(job, found: Plan) -> None:
@@ -308,6 +326,7 @@ def apply(job, found: Plan) -> None:
     job.timeout_scale = SLOWDOWN
     job.memory_scale = MEMORY_SCALE
     job.reference = False
+    job.lanes = found.lanes
     job.worker_options["valgrind"] = found.record
 
 

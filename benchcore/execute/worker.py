@@ -36,8 +36,10 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import traceback
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
@@ -409,6 +411,8 @@ def run_slots(
     on_start: Optional[Callable[[CaseSpec, int, int], None]] = None,
     on_result: Optional[Callable[[CaseResult], None]] = None,
     launcher: Sequence[str] = (),
+    side_launchers: Optional[Dict[str, Sequence[str]]] = None,
+    lanes: int = 1,
 ) -> List[Tuple[Slot, CaseResult]]:
     """Run every slot, in the order given; (slot, result) pairs in that order.
 
@@ -418,7 +422,11 @@ def run_slots(
     checkpoint is refused unless resume is set (it holds an interrupted run's results), and with
     resume its slots are taken from it instead of being run again. A case is audited in one of
     its rounds where the options say so (benchcore.measure.audit.RoundAudits). `launcher` prefixes
-    every worker's command line (benchcore.execute.valgrind's, for the instruction engine).
+    every worker's command line (benchcore.execute.valgrind's, for the instruction engine);
+    `side_launchers` a side's, where it differs (benchcore.execute.sweep.count_sides).
+
+    `lanes` > 1 runs that many workers at once, each on every lanes-th slot in order: only for
+    what the machine's load cannot change (instruction counts); timings run one worker at a time.
     """
     slots = list(slots)
     options = options or {}
@@ -430,32 +438,66 @@ def run_slots(
         store.start(options)
     shared = make_shared_scratch()
     env = dict(os.environ if env is None else env, **{SHARED_SCRATCH_ENV: shared})
-    runners = _Runners(executor, isolate, env, memory_limit_bytes, pythons or {}, launcher,
-                       one_side=len({slot.side for slot in slots}) == 1)
     audits = RoundAudits(options)
-    results: List[Tuple[Slot, CaseResult]] = []
+    lock = threading.Lock()  # the checkpoint, the audits and the callbacks, between lanes
+    found: Dict[int, Tuple[Slot, CaseResult]] = {}
+    stopping = threading.Event()
+    every_lane: List[_Runners] = []
+
+    def lane(indexes: Sequence[int]) -> None:
+        mine = [slots[i] for i in indexes]
+        runners = _Runners(executor, isolate, env, memory_limit_bytes, pythons or {}, launcher,
+                           one_side=len({slot.side for slot in mine}) == 1, side_launchers=side_launchers)
+        every_lane.append(runners)
+        try:
+            for index in indexes:
+                if stopping.is_set():
+                    raise KeyboardInterrupt("another lane stopped")
+                found[index] = _run_slot(slots[index], index, len(slots), done, runners, audits, options, timeout_s,
+                                         store, lock, on_start, on_result)
+        except BaseException:  # Ctrl-C or an error here: stop the workers now, not after a grace period
+            runners.close(kill=True)
+            raise
+        else:
+            runners.close()
+
     try:
-        for index, slot in enumerate(slots):
-            result = done.get(slot.key)
-            if result is None:
-                if on_start:
-                    on_start(slot.spec, index, len(slots))
-                slot_options = audits.options_for(slot, round_options(options, slot.round))
-                result = _result(slot.spec, runners.run(slot, slot_options, timeout_s))
-                if store:
-                    store.append(result, slot)
-            audits.record(slot, result)
-            results.append((slot, result))
-            if on_result:
-                on_result(result)
-    except BaseException:  # Ctrl-C or an error here: stop the workers now, not after a grace period
-        runners.close(kill=True)
-        raise
-    else:
-        runners.close()
+        if lanes <= 1:
+            lane(range(len(slots)))
+        else:
+            with ThreadPoolExecutor(lanes) as pool:
+                futures = [pool.submit(lane, range(k, len(slots), lanes)) for k in range(lanes)]
+                try:
+                    for future in futures:
+                        future.result()
+                except BaseException:  # one lane failed, or Ctrl-C: the other lanes' workers go now
+                    stopping.set()
+                    for runners in list(every_lane):
+                        runners.close(kill=True)
+                    raise
     finally:
         shutil.rmtree(shared, ignore_errors=True)
-    return results
+    return [found[i] for i in range(len(slots))]
+
+
+def _run_slot(slot: Slot, index: int, total: int, done: Dict[tuple, CaseResult], runners: "_Runners",
+              audits: RoundAudits, options: dict, timeout_s, store, lock, on_start, on_result) -> Tuple[Slot, CaseResult]:
+    """One slot: its checkpointed result, or its run in the lane's worker; recorded under `lock`."""
+    result = done.get(slot.key)
+    if result is None:
+        with lock:
+            if on_start:
+                on_start(slot.spec, index, total)
+            slot_options = audits.options_for(slot, round_options(options, slot.round))
+        result = _result(slot.spec, runners.run(slot, slot_options, timeout_s))
+        if store:
+            with lock:
+                store.append(result, slot)
+    with lock:
+        audits.record(slot, result)
+        if on_result:
+            on_result(result)
+    return slot, result
 
 
 class MemoryBook:
@@ -491,8 +533,10 @@ class _Runners:
     """One runner per side, all replaced when a new round starts."""
 
     def __init__(self, executor: str, isolate: bool, env, memory_limit_bytes, pythons: Dict[str, str],
-                 launcher: Sequence[str] = (), one_side: bool = True):
+                 launcher: Sequence[str] = (), one_side: bool = True,
+                 side_launchers: Optional[Dict[str, Sequence[str]]] = None):
         self.executor, self.isolate, self.env, self.launcher = executor, isolate, env, tuple(launcher)
+        self.side_launchers = side_launchers or {}
         self.memory_limit_bytes, self.pythons = memory_limit_bytes, pythons
         self.by_side: Dict[str, object] = {}
         self.round: Optional[int] = None
@@ -509,7 +553,7 @@ class _Runners:
         runner = self.by_side.get(slot.side)
         if runner is None:
             runner = (_Isolated(self.executor, self.env, self.memory_limit_bytes, self.memory, self.leaving,
-                                self.pythons.get(slot.side), self.launcher)
+                                self.pythons.get(slot.side), self.side_launchers.get(slot.side, self.launcher))
                       if self.isolate else _InProcess(self.executor))
             self.by_side[slot.side] = runner
         answer = runner.run(slot.spec, options, timeout_s, keep_over_limit=self.keep_over_limit)

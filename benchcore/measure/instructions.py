@@ -52,6 +52,12 @@ PHASES = ("forward", "backward")
 #: the estimated-cycles model's weights: an LL hit and a RAM access, in L1 hits
 LL_HIT_CYCLES = 5
 RAM_CYCLES = 35
+#: the warmup ends once the last SETTLE_CALLS counted iterations agree within SETTLE_SPREAD
+#: (largest - smallest, over their median) in every phase: repeats of a settled case agree to a
+#: few hundredths of a percent (docs/INSTRUCTIONS.md), a specialising or caching first few calls
+#: by far more
+SETTLE_CALLS = 3
+SETTLE_SPREAD = 0.001
 
 
 @dataclass(frozen=True)
@@ -148,14 +154,36 @@ def count_workload(workload: Workload, settings: RunSettings, collector) -> dict
                            "run it through benchcore.execute.valgrind.launcher()")
     with_backward = settings.run_backward and workload.has_backward
     forward, backward = _phase_calls(workload, with_backward)
-    for _ in range(settings.warmup):
-        _iterate(forward, backward, lambda fn: (fn(), None))
+    warmed = warm_up(forward, backward, collector, settings.warmup)
     dumps: Dict[str, object] = {"overhead": str(collector.count(lambda: None)[1]), "forward": [], "backward": []}
     for _ in range(settings.runs):
         for phase, path in _iterate(forward, backward, collector.count):
             dumps[phase].append(str(path))
     return {"engine": ENGINE, DUMPS: dumps, "code_path": code_path(), "repeats": settings.runs,
-            "warmup": settings.warmup}
+            "warmup": warmed, "warmup_asked": settings.warmup}
+
+
+def warm_up(forward, backward, collector, most: int) -> int:
+    """Warm a case up until its counts settle (the last SETTLE_CALLS iterations' counts agree
+    within SETTLE_SPREAD in every phase), at most `most` iterations; how many ran. Each warmup
+    call is counted for that, from its dump's header alone, and the dump removed: under valgrind
+    a call costs ~100x its native time, and most cases settle in a few calls where the fixed
+    warmup ran twenty."""
+    seen: Dict[str, List[int]] = {}
+    for done in range(1, most + 1):
+        for phase, path in _iterate(forward, backward, collector.count):
+            if path is not None:
+                seen.setdefault(phase, []).append(callgrind.read(path, with_functions=False).totals.get("Ir", 0))
+                Path(path).unlink(missing_ok=True)
+        if seen and all(settled(counts) for counts in seen.values()):
+            return done
+    return most
+
+
+def settled(counts: Sequence[int]) -> bool:
+    """The last SETTLE_CALLS counts agree within SETTLE_SPREAD of their median."""
+    last = sorted(counts[-SETTLE_CALLS:])
+    return len(last) == SETTLE_CALLS and (last[-1] - last[0]) <= SETTLE_SPREAD * last[len(last) // 2]
 
 
 def read_dumps(answer: dict) -> dict:

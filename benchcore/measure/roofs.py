@@ -17,7 +17,6 @@ writes the accumulator.
 
 from __future__ import annotations
 
-import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
@@ -178,9 +177,3 @@ def bandwidth_curve(sizes: Sequence[int], rate: Callable[[int], float] = add_rat
 def gemm_rate(call: Callable[[], object], n: int, sync: Callable[[], None] = lambda: None) -> float:
     """FLOP/s of an n x n x n GEMM call (2 n^3 operations)."""
     return 2 * n ** 3 / best_seconds(call, sync)
-
-
-def default_threads() -> Optional[int]:
-    """The threads a sweep gives the frameworks (benchcore.cli.options.apply_threads), if set."""
-    value = os.environ.get("OMP_NUM_THREADS")
-    return int(value) if value and value.isdigit() else None

@@ -170,7 +170,9 @@ LINALG_BACKWARD = "no backward formula for this factorisation"
 
 
 def cholesky(n: int, batch: int = 1) -> Flops:
-    return Flops(batch * n ** 3 // 3, None, LINALG_BACKWARD)
+    """n^3/3; the backward of A = L L^T is one product with L (2n^3, as a full product) and
+    two triangular solves of n columns (n^3 each)."""
+    return Flops(batch * n ** 3 // 3, batch * 4 * n ** 3)
 
 
 def cholesky_inverse(n: int, batch: int = 1) -> Flops:
@@ -192,14 +194,45 @@ def rank_k_update(n: int, k: int, batch: int = 1) -> Flops:
     return Flops(forward, batch * 2 * n * n * k)
 
 
+def lu(n: int, batch: int = 1) -> Flops:
+    """An LU factorisation with partial pivoting: 2n^3/3."""
+    return Flops(batch * 2 * n ** 3 // 3, None, LINALG_BACKWARD)
+
+
 def lu_based(n: int, batch: int = 1, inverse: bool = False) -> Flops:
-    """A determinant from an LU factorisation (2n^3/3); an inverse adds the solves (2n^3 in all)."""
-    return Flops(batch * (2 * n ** 3 if inverse else 2 * n ** 3 // 3), None, LINALG_BACKWARD)
+    """A determinant from an LU factorisation (2n^3/3); an inverse adds the solves (2n^3 in all).
+    Backward: a determinant's gradient is det x A^-T, two triangular solves of n columns with
+    the forward's factors (2n^3); an inverse's is -A^-T G A^-T, two products (4n^3)."""
+    if inverse:
+        return Flops(batch * 2 * n ** 3, batch * 4 * n ** 3)
+    return Flops(batch * 2 * n ** 3 // 3, batch * 2 * n ** 3)
 
 
 def lq(m: int, n: int, batch: int = 1) -> Flops:
     """gelqf of an m x n matrix (m <= n), Householder: 2 m^2 n - 2 m^3 / 3."""
     return Flops(batch * (2 * m * m * n - 2 * m ** 3 // 3), None, LINALG_BACKWARD)
+
+
+def solve(n: int, columns: int, batch: int = 1) -> Flops:
+    """A general solve: an LU factorisation (2n^3/3) and two triangular solves (2 n^2 k); its
+    backward solves the transposed system with the same factors (2 n^2 k) and takes the
+    matrix's gradient as a product (2 n^2 k)."""
+    return Flops(batch * (2 * n ** 3 // 3 + 2 * n * n * columns), batch * 4 * n * n * columns)
+
+
+def eigen(n: int, batch: int = 1, symmetric: bool = True, vectors: bool = True) -> Flops:
+    """Eigenvalues by the QR algorithm, Golub and Van Loan's counts: symmetric 4n^3/3, with
+    vectors 9n^3; general 10n^3, with vectors 25n^3."""
+    per = (9 * n ** 3 if vectors else 4 * n ** 3 // 3) if symmetric else (25 if vectors else 10) * n ** 3
+    return Flops(batch * per, None, LINALG_BACKWARD)
+
+
+def svd(m: int, n: int, batch: int = 1, vectors: bool = True) -> Flops:
+    """Golub-Kahan SVD of m x n (m >= n), Golub and Van Loan's counts: values 4mn^2 - 4n^3/3,
+    with both sets of vectors 4m^2 n + 8mn^2 + 9n^3."""
+    m, n = max(m, n), min(m, n)
+    per = 4 * m * m * n + 8 * m * n * n + 9 * n ** 3 if vectors else 4 * m * n * n - 4 * n ** 3 // 3
+    return Flops(batch * per, None, LINALG_BACKWARD)
 
 
 # ---------------------------------------------------------------- elementwise families
@@ -215,10 +248,24 @@ def reduction(elements: int) -> Flops:
     return Flops(elements, elements)
 
 
+def fft(points: int, length: int, real: bool = False) -> Flops:
+    """A fast Fourier transform of `points` points in transforms of `length`: 5 N log2 L for a
+    complex transform, half that for a real one (the count FFT libraries report); its backward
+    is the adjoint transform, the same again."""
+    forward = int(points * 5 * max(1.0, log2(length)) / (2 if real else 1))
+    return Flops(forward, forward)
+
+
 def comparison_sort(elements: int, length: int) -> Flops:
     """A comparison sort of rows of `length`: about log2(length) comparisons an element; its
     backward scatters the head gradient back, which no formula here counts."""
     return Flops(int(elements * max(1.0, log2(length))), None, "no backward formula for a sort")
+
+
+def interpolation(output_elements: int, taps: int) -> Flops:
+    """Each output a weighted sum of `taps` inputs (a multiply and an add each); the backward
+    spreads each head gradient back over the same taps with the same weights."""
+    return Flops(2 * taps * output_elements, 2 * taps * output_elements)
 
 
 def pooling(output_elements: int, window: int) -> Flops:

@@ -14,7 +14,7 @@ the inclusive lists stay in the JSON.
 from __future__ import annotations
 
 import textwrap
-from typing import List, Optional
+from typing import List, Optional, Tuple
 
 from benchcore.compare.count_verdicts import RESTS_ON, CountComparison, CountVerdict
 from benchcore.measure import callgrind
@@ -30,6 +30,10 @@ NARROWEST = 24
 OBJECT_WIDTH = 32
 #: names are first shortened within this (symbols.distinct), then fitted to the row
 FULL = 120
+#: a function explains a change when it holds this much of it or more ...
+MATTERS = 0.01
+#: ... and two quantities' changes are alike when the same functions do, their shares this close
+ALIKE = 0.05
 
 
 def markdown(found: CountComparison) -> List[str]:
@@ -56,9 +60,11 @@ def markdown(found: CountComparison) -> List[str]:
             "explains. From each report's stored profile of the last repeat (its top "
             f"{callgrind.TOP_FUNCTIONS} functions): one below that top on a side shows the bound and a range. "
             "Names are shortened (`<…>` template arguments, `(…)` parameters); the full names, the inclusive "
-            "counts and more functions are in the JSON (`--functions N` lists more).")
-        for v in changed:
-            out += _functions(v, found.shown)
+            "counts and more functions are in the JSON (`--functions N` lists more). Quantities whose change the "
+            f"same functions explain (each holding {MATTERS:.0%} or more of it, shares within {ALIKE * 100:g} points) are "
+            "listed under the first.")
+        for leader, alike in alike_groups(changed, found.shown):
+            out += _functions(leader, found.shown, alike)
     if found.uncounted:
         out += _prose(f"Counted on one side only ({len(found.uncounted)}): "
                       + ", ".join(u["label"] for u in found.uncounted))
@@ -76,19 +82,55 @@ def explaining(v: CountVerdict, limit: int) -> List[dict]:
     return sorted(rows, key=lambda r: (-callgrind.least_change(r), r["function"]))[:limit]
 
 
-def _functions(v: CountVerdict, limit: int) -> List[str]:
+def alike_groups(changed: List[CountVerdict], limit: int) -> List[Tuple[CountVerdict, List[CountVerdict]]]:
+    """The changed quantities as (shown, alike): a quantity whose change the same functions explain
+    as an earlier one's, with shares within ALIKE, is listed under that one instead of repeating
+    its table (one operator at three shapes, its forward and its backward)."""
+    groups: List[Tuple[CountVerdict, List[CountVerdict]]] = []
+    for v in changed:
+        explained = _explanation(v, limit)
+        leader = next((g for g in groups if explained and g[0].verdict == v.verdict
+                       and _alike(_explanation(g[0], limit), explained)), None)
+        if leader is None:
+            groups.append((v, []))
+        else:
+            leader[1].append(v)
+    return groups
+
+
+def _explanation(v: CountVerdict, limit: int) -> List[Tuple[str, float]]:
+    """(function, share) of the rows that hold MATTERS or more of a quantity's change (an object's
+    unnamed functions by the object: how many ran differs from shape to shape)."""
+    total = v.new - v.base
+    rows = [(r.get("object") or r["function"], callgrind.least_change(r) * _sign(r) / total)
+            for r in explaining(v, limit)] if total else []
+    return [(name, share) for name, share in rows if abs(share) >= MATTERS]
+
+
+def _sign(row: dict) -> int:
+    change = row["change"] if row.get("change") is not None else sum(row["change_range"])
+    return 1 if change >= 0 else -1
+
+
+def _alike(first: List[Tuple[str, float]], second: List[Tuple[str, float]]) -> bool:
+    return [name for name, _ in first] == [name for name, _ in second] and all(
+        abs(a - b) <= ALIKE for (_, a), (_, b) in zip(first, second))
+
+
+def _functions(v: CountVerdict, limit: int, alike: List[CountVerdict]) -> List[str]:
     total = v.new - v.base
     rows = explaining(v, limit)
     keys = [(r["function"], r["object"]) if "object" in r else symbols.split_key(r["function"]) for r in rows]
     names = symbols.distinct([name for r, (name, _where) in zip(rows, keys) if "object" not in r], FULL)
     table = [[names.get(name, name), _path(where), callgrind.shown_count(r, "base"), callgrind.shown_count(r, "new"),
               callgrind.shown_change(r), _share(r, total)] for r, (name, where) in zip(rows, keys)]
-    exact = [r["change"] for r in rows if r.get("change") is not None]
-    held = f"; these {len(rows)} hold {sum(exact) / total * 100:.0f}% of it" if exact and total else ""
-    out = [f"**{v.label}** {v.phase}: {v.verdict} {v.change_pct:+.2f}% ({v.base:,.0f} → {v.new:,.0f}){held}", ""]
+    out = [f"**{v.label}** {v.phase}: {v.verdict} {v.change_pct:+.2f}% ({v.base:,.0f} → {v.new:,.0f})"
+           + _held(rows, total), ""]
     if not rows:
         return out + ["(no stored profile on one side)", ""]
     out += [_table(table, ["Function", "Object", "Base", "New", "Change", "Share"], squeeze=0), ""]
+    if alike:
+        out += _prose("Alike: " + ", ".join(f"{a.label} {a.phase} ({a.change_pct:+.2f}%)" for a in alike) + ".")
     paired = v.functions.get("paired") or []
     if paired:
         first = paired[0]
@@ -98,13 +140,29 @@ def _functions(v: CountVerdict, limit: int) -> List[str]:
     return out
 
 
+def _held(rows: List[dict], total: float) -> str:
+    """How much of the change the rows hold together (a range where a row's change is one)."""
+    if not rows or not total:
+        return ""
+    low = sum(r["change"] if r.get("change") is not None else min(r["change_range"], key=lambda x: x / total)
+              for r in rows)
+    high = sum(r["change"] if r.get("change") is not None else max(r["change_range"], key=lambda x: x / total)
+               for r in rows)
+    shown = [_percent(part / total) for part in (low, high)]
+    return f"; these {len(rows)} hold " + (shown[0] if shown[0] == shown[1] else f"{shown[0]} to {shown[1]}") + " of it"
+
+
+def _percent(share: float) -> str:
+    return f"{round(share * 100) + 0:.0f}%"
+
+
 def _share(row: dict, total: float) -> str:
     if not total:
         return ""
     if row.get("change") is not None:
-        return f"{row['change'] / total * 100:.0f}%"
-    low, high = (f"{part / total * 100:.0f}" for part in sorted(row["change_range"], key=lambda x: x / total))
-    return f"{low}%" if low == high else f"{low} to {high}%"
+        return _percent(row["change"] / total)
+    low, high = (_percent(part / total) for part in sorted(row["change_range"], key=lambda x: x / total))
+    return low if low == high else f"{low[:-1]} to {high}"
 
 
 def _address(function: str) -> str:

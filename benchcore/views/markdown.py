@@ -42,6 +42,16 @@ def _env_value(value) -> str:
     return str(value)
 
 
+def _env_values(base, new) -> tuple:
+    """Both sides of an environment difference; two lists (build features, CPU flags) as what
+    each holds that the other does not, so the row stays short (the JSON has both lists whole)."""
+    if not (isinstance(base, list) and isinstance(new, list)):
+        return _env_value(base), _env_value(new)
+    shared = len(set(base) & set(new))
+    return tuple(", ".join(str(x) for x in side if x not in other) + (f" (and {shared} in both)" if shared else "")
+                 for side, other in ((base, new), (new, base)))
+
+
 def _evidence(m: MetricComparison) -> str:
     """What the verdict rests on, in a table cell."""
     if m.basis == "rounds":
@@ -121,7 +131,7 @@ def comparison_markdown(comparison: Comparison, chart_links: str = "") -> str:
         out += ["## Environment differences", ""]
         if c.env_mismatch_allowed:
             out += ["Compared anyway (--allow-env-mismatch): timings may differ for these reasons.", ""]
-        out += [table([[d["key"], _env_value(d["base"]), _env_value(d["new"])] for d in c.env_differences],
+        out += [table([[d["key"], *_env_values(d["base"], d["new"])] for d in c.env_differences],
                       ["Key", "Base", "New"]), ""]
     if c.cases or c.counts is None:
         out += _timed_sections(c, table)

@@ -23,6 +23,14 @@ def execute(spec, options):
         os.kill(os.getpid(), signal.SIGKILL)
     if action == "hang":
         time.sleep(3600)
+    if action == "meet":  # leave a mark, then wait (up to `wait_s`) for the partner's: only met when run at once
+        from pathlib import Path
+
+        Path(spec.params["mark"]).touch()
+        deadline = time.monotonic() + spec.params.get("wait_s", 30)
+        while not Path(spec.params["partner"]).exists() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        return {"pid": os.getpid(), "met": Path(spec.params["partner"]).exists()}
     if action == "print":
         print("stray output on stdout must not break the protocol")
         return {"value": 2}

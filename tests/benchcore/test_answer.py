@@ -163,3 +163,15 @@ def test_time_undecided_leaves_the_answer_to_the_counts():
     v = _counted(compare(report([]), report([]), SUITE), ("op0", "forward", 1.03, "slower")).counts.verdicts[0]
     assert quantity_line("op0", "forward", m, v, 0.05) == ("op0 forward: undecided on time; +3.0% instructions "
                                                             "(counted): the counts decide it")
+
+
+def test_the_short_reason_of_an_undecided_quantity_says_what_would_decide_it():
+    from benchcore.compare.verdicts import MetricComparison
+
+    def undecided(rounds_to_decide):
+        return MetricComparison("forward", 1.0, 1.1, 1.1, "undecided", "rounds", "median of round medians",
+                                p_value=0.2, rounds_to_decide=rounds_to_decide, reason="change +10.0% not confirmed")
+
+    assert short_reason(undecided(4), 0.05) == "about 4 more round(s) a side would decide it"
+    assert short_reason(undecided(400), 0.05) == "more than 30 more rounds: count instructions"
+    assert short_reason(undecided(None), 0.05) == "more rounds cannot decide it: use ab, or count instructions"

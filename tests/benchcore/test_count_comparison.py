@@ -148,3 +148,55 @@ def test_the_size_script_measures_a_counted_pair(tmp_path):
     assert done.returncode == 0, done.stderr
     assert "quantities judged on counts: 2 {'slower': 1, 'faster': 0, 'same': 1}" in done.stdout
     assert "Answer before the counts: True" in done.stdout and "targets met" in done.stdout
+
+
+def _at_shape(result: CaseResult, shape) -> CaseResult:
+    spec = copy.deepcopy(CASE["spec"])
+    for side in ("lhs", "rhs"):
+        spec["params"]["inputs"][side]["shape"] = list(shape)
+    spec["params"]["variant"] = "({},{})".format(*shape)
+    return CaseResult(CaseSpec.from_dict(spec), "ok", copy.deepcopy(result.metrics))
+
+
+def test_a_change_the_same_functions_explain_is_listed_under_the_first():
+    """The same regression at a second shape (and the backward, unchanged) gets no table of its own;
+    a change another function explains does."""
+    base, new = _reports()
+    base.results.append(_at_shape(base.results[0], (256, 512)))
+    new.results.append(_at_shape(new.results[0], (256, 512)))
+    base.results.append(_at_shape(base.results[0], (16384, 8)))
+    other = _at_shape(_reports(regressed=False)[1].results[0], (16384, 8))
+    _grow(other.metrics, "mxnet::Tuple<long>::SetDim(int) [libmxnet.so]", 400_000)
+    new.results.append(other)
+    text = "\n".join(count_comparison.markdown(count_verdicts.compare_counts(base, new)))
+    tables = [line for line in text.splitlines() if line.startswith("**")]
+    assert tables == ["**broadcast_add (131072,1)** forward: slower +220.87% (1,059,785 → 3,400,562); these 5 hold 100% "
+                      "of it",
+                      "**broadcast_add (16384,8)** forward: slower +37.74% (1,059,785 → 1,459,785); these 1 hold 100% "
+                      "of it"]
+    assert "Alike: broadcast_add (256,512) forward (+220.87%)." in text
+
+
+def test_the_share_of_functions_below_a_sides_top_is_a_range_and_so_is_their_sum():
+    """A kernel unnamed in one build and named in the other (MXNet 1.5.0's stripped wheel against
+    1.9.1's) moves out of the object's unnamed functions into a named one stored on one side only."""
+    base, new = _reports(regressed=False)
+    named = "void mxnet::op::mxnet_op::Kernel<mxnet::op::mxnet_op::op_with_req<mxnet::op::mshadow_op::plus, 1>, " \
+            "mshadow::cpu>::Launch<float*, float*, float*>(mshadow::Stream<mshadow::cpu>*, unsigned long, float*, " \
+            "float*, float*) [libmxnet.so]"
+    _grow(base.results[0].metrics, UNNAMED, 700_000)
+    _grow(new.results[0].metrics, named, 917_000)
+    text = "\n".join(count_comparison.markdown(count_verdicts.compare_counts(base, new)))
+    assert "slower +12.33% (1,759,785 → 1,976,785); these 2 hold 99% to 100% of it" in text
+    rows = [line for line in text.splitlines() if "::Launch<…>(…)" in line or "unnamed functions" in line]
+    assert "| below top 25 (≤ 1,403) | 917,000 | +915,597 to +917,000 | 422 to 423% |" in rows[0]
+    assert "| unnamed functions (8 → 7)" in rows[1] and "| -700,000 " in rows[1] and "| -323% " in rows[1]
+
+
+def test_environment_lists_show_what_each_side_has_that_the_other_lacks():
+    from benchcore.views.markdown import _env_values
+
+    base = ["CPU_AVX", "CPU_SSE", "CPU_SSE4_1", "F16C", "LAPACK"]
+    new = ["BLAS_OPEN", "CPU_SSE", "LAPACK", "MKLDNN"]
+    assert _env_values(base, new) == ("CPU_AVX, CPU_SSE4_1, F16C (and 2 in both)", "BLAS_OPEN, MKLDNN (and 2 in both)")
+    assert _env_values("1.5.0", "1.9.1") == ("1.5.0", "1.9.1")

@@ -490,3 +490,42 @@ def test_a_side_that_stored_every_function_reads_a_missing_one_as_zero():
     assert delta["self"] == [{"function": "b", "base": 50, "new": 0, "change": -50}]
     # nothing to compare against a side without a profile
     assert callgrind.profile_delta(few, [])["self"] == []
+
+
+class _DumpingCollector:
+    """Stands in for valgrind's client requests (the real ones run in the valgrind leg,
+    test_instructions_valgrind): each counted call writes a dump whose header holds the next
+    count of its phase, as callgrind's do."""
+
+    def __init__(self, folder, counts):
+        self.folder, self.counts, self.written = folder, {k: list(v) for k, v in counts.items()}, []
+
+    def count(self, fn):
+        fn()
+        phase = "forward" if len(self.written) % 2 == 0 or not self.counts.get("backward") else "backward"
+        path = self.folder / f"dump.{len(self.written)}"
+        path.write_text(f"# callgrind format\nversion: 1\npositions: line\nevents: Ir\nsummary: {self.counts[phase].pop(0)}\n")
+        self.written.append(path)
+        return None, path
+
+
+def test_the_warmup_ends_once_the_counts_settle_and_leaves_no_dump(tmp_path):
+    from benchcore.measure.instructions import warm_up
+
+    forward = backward = lambda: None  # noqa: E731
+    steps = (lambda: None, backward, lambda: None)
+    # the forward settles at the 5th iteration (1000, 1000, 1000), the backward at the 6th (2000, 2001, 2000)
+    counts = {"forward": [1500, 1200, 1000, 1000, 1000, 1001, 1000, 1000],
+              "backward": [3000, 2500, 2100, 2000, 2001, 2000, 2000, 2000]}
+    collector = _DumpingCollector(tmp_path, counts)
+    assert warm_up(forward, steps, collector, 8) == 6
+    assert not any(path.exists() for path in collector.written)
+    # counts that never agree run the whole warmup asked
+    drifting = _DumpingCollector(tmp_path, {"forward": [1000 + 10 * k for k in range(6)]})
+    assert warm_up(forward, None, drifting, 6) == 6
+
+
+def test_settled_means_the_last_three_counts_within_a_tenth_of_a_percent():
+    from benchcore.measure.instructions import settled
+
+    assert settled([5000, 1000, 1000, 1001]) and not settled([1000, 1000]) and not settled([1000, 1000, 1002])

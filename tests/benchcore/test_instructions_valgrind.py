@@ -51,6 +51,9 @@ def test_mxnet_operators_counted_in_one_valgrind_process(tmp_path):
     assert set(cases) == {"broadcast_add", "FullyConnected"}
     for result in cases.values():
         _check_counts(result)
+        # the warmup ends once three counted iterations agree within 0.1%, at most the 20 asked
+        assert result.metrics["warmup_asked"] == 20 and 3 <= result.metrics["warmup"] <= 20
+    assert any(result.metrics["warmup"] < 20 for result in cases.values())
     assert report.settings["valgrind"]["cache_sim"] == {"I1": "32768,8,64", "D1": "32768,8,64", "LL": "8388608,16,64"}
     code_path = report.settings["valgrind"]["code_path"]
     assert code_path["valgrind"]["threads_env"]["OMP_NUM_THREADS"] == "1"

@@ -371,3 +371,26 @@ def test_the_next_worker_starts_while_the_last_one_exits_and_runs_only_after_it(
     assert second["events"] == ["start", old, "start", new, "exit", old]  # started before the old exited
     assert second["first_gone"]  # and the old one was waited for (reaped) before the case ran
     assert log.read_text().split()[-2:] == ["exit", new]
+
+
+def test_lanes_run_that_many_workers_at_once_and_keep_the_slots_order(tmp_path):
+    """The instruction engine's lanes: two workers at once (each case waits for its partner's
+    mark, which only a worker running beside it can leave), results in the slots' order, every
+    slot checkpointed once."""
+    from benchcore.execute.checkpoint import Checkpoint, Slot
+
+    def meeting(name, mine, theirs, wait_s=60):
+        return case(name, action="meet", mark=str(tmp_path / mine), partner=str(tmp_path / theirs), wait_s=wait_s)
+
+    slots = [Slot(meeting("a", "a", "b")), Slot(meeting("b", "b", "a")), Slot(meeting("c", "c", "d")),
+             Slot(meeting("d", "d", "c"))]
+    done = run_slots(slots, EXECUTOR, timeout_s=120, lanes=2, checkpoint=tmp_path / "run.jsonl")
+    assert [slot.spec.name for slot, _result in done] == ["a", "b", "c", "d"]
+    assert all(result.ok and result.metrics["met"] for _slot, result in done)
+    pids = [result.metrics["pid"] for _slot, result in done]
+    assert pids[0] == pids[2] != pids[1] == pids[3]  # lane k takes every second slot from k
+    assert sorted(Checkpoint(tmp_path / "run.jsonl").load()) == sorted(slot.key for slot in slots)
+    # one lane: the partner's mark never comes while a case waits for it
+    alone = run_slots([Slot(meeting("e", "e", "f", wait_s=1)), Slot(meeting("f", "f", "e", wait_s=1))], EXECUTOR,
+                      timeout_s=60)
+    assert [result.metrics["met"] for _slot, result in alone] == [False, True]

@@ -114,8 +114,25 @@ def test_an_unknown_dtype_or_formula_leaves_a_null_with_the_reason_never_a_zero(
 
 
 def test_linalg_formulas_follow_the_textbook_counts():
-    assert W.cholesky(30).forward == 9000 and W.cholesky(30).backward is None
-    assert W.cholesky(30).reason == W.LINALG_BACKWARD
+    assert W.cholesky(30).forward == 9000 and W.cholesky(30).backward == 4 * 27000
+    assert W.cholesky_inverse(30).backward is None and W.cholesky_inverse(30).reason == W.LINALG_BACKWARD
     assert W.triangular(4, 5).forward == 80 and W.rank_k_update(4, 5).forward == 100
     assert W.lu_based(6, inverse=True).forward == 432 and W.lu_based(6).forward == 144
+    assert W.lu_based(6, inverse=True).backward == 864 and W.lu_based(6).backward == 432
+    assert W.lu(6).forward == 144 and W.lu(6).backward is None
     assert W.lq(2, 3).forward == 2 * 4 * 3 - 2 * 8 // 3
+
+
+def test_fft_solve_eigen_and_svd_follow_the_textbook_counts():
+    assert W.fft(1024, 1024).forward == 1024 * 5 * 10 == W.fft(1024, 1024).backward
+    assert W.fft(1024, 1024, real=True).forward == 1024 * 5 * 10 // 2
+    assert W.solve(6, 2).forward == 144 + 144 and W.solve(6, 2).backward == 288
+    assert W.eigen(3).forward == 243 and W.eigen(3, vectors=False).forward == 36
+    assert W.eigen(2, symmetric=False).forward == 200 and W.eigen(2, symmetric=False, vectors=False).forward == 80
+    assert W.svd(4, 2).forward == W.svd(2, 4).forward == 4 * 16 * 2 + 8 * 4 * 4 + 9 * 8
+    assert W.svd(4, 2, vectors=False).forward == 4 * 4 * 4 - 4 * 8 // 3
+    assert W.comparison_sort(16, 16).forward == 64 and W.comparison_sort(16, 16).backward is None
+
+
+def test_interpolation_weighs_its_taps_both_ways():
+    assert W.interpolation(10, 4) == W.Flops(80, 80)

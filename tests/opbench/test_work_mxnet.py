@@ -108,3 +108,23 @@ def test_mxnet_formula_is_flop_counters_on_the_crossframe_pair(op):
         assert ours == theirs, spec.params["variant"]
         checked += 1
     assert checked
+
+
+def test_the_coverage_script_prints_each_suites_targets():
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run([sys.executable, str(root / "scripts" / "work_coverage"), "--suites", "mxnet,rnnbench"],
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0].startswith("mxnet: 779 cases; bytes for each timed phase: 779 (target all); "
+                               "GEMM/convolution/RNN cases with FLOPs for each timed phase: 22 of 22")
+    assert any(line.startswith("rnnbench: 8 cases") for line in lines)
+    assert any(work.MOVEMENT in line for line in lines)
+    bad = subprocess.run([sys.executable, str(root / "scripts" / "work_coverage"), "--suites", "tf"],
+                         capture_output=True, text=True, timeout=600)
+    assert bad.returncode == 2 and bad.stderr.strip() == ("work_coverage: error: unknown suite 'tf'; choose from "
+                                                          "mxnet, torch, rnnbench")

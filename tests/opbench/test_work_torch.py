@@ -111,3 +111,21 @@ def test_mxnet_and_torch_formulas_agree_on_every_crossframe_pair():
                 assert ours["backward"].flops == theirs["backward"].flops, label
             compared += ours["forward"].flops is not None
     assert compared >= 40
+
+
+def test_contractions_that_torch_lowers_to_products_equal_flop_counter():
+    """einsum and tensordot reach FlopCounterMode as bmm/mm calls: ours counts them from the call."""
+    def tensor(*shape):
+        return {"tensor": {"shape": list(shape), "dtype": "float32", "init": "normal"}}
+
+    def einsum(tensors, equation):  # the manifest's form of the call: the operands first
+        return torch.einsum(equation, *tensors)
+
+    cases = [("einsum", einsum, {"input": [tensor(2, 3, 4), tensor(4, 5)], "args": ["aij,jk->aik"], "kwargs": {}}),
+             ("tensordot", resolve("tensordot"), {"input": tensor(3, 4, 5), "args": [tensor(4, 5, 6)],
+                                                  "kwargs": {"dims": 2}})]
+    for path, fn, tree in cases:
+        entry = {"tree": tree, "scale": {"k": 1, "ints": False}}
+        phases = work.work_of(entry, {}, fn, path, "blas", True)
+        forward, backward, _, _ = real_counts(fn, entry, {}, True)
+        assert (phases["forward"].flops, phases["backward"].flops) == (forward, backward) and forward > 0, path

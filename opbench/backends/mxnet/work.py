@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from math import prod
-from typing import Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Optional, Tuple
 
 from benchcore.measure import work as W
 from benchcore.measure.case import CaseSpec
@@ -20,10 +20,6 @@ from benchcore.measure.work import Flops, Tensor, Work
 
 from . import registry
 from .cases import FLOAT_DTYPES, is_tensor
-
-#: what a backward formula reads besides the head gradients (a lower bound: "none" for those
-#: whose derivative is a constant)
-INPUTS, OUTPUTS, NOTHING = "inputs", "outputs", "none"
 
 
 @dataclass(frozen=True)
@@ -346,10 +342,15 @@ def flops_of(case: Case) -> Flops:
                             or f"no FLOP formula for {name} (category {category})")
     if case.outputs is None:
         return W.no_formula(case.why_no_outputs or "outputs unknown")
-    return family(case)
+    try:
+        return family(case)
+    except (IndexError, KeyError, TypeError, ValueError) as error:  # a case the family's reading does not fit
+        return W.no_formula(f"no FLOP formula for this case of {name} ({type(error).__name__}: {error})")
 
 
 def backward_reads(case: Case) -> List[Tensor]:
+    """What the derivative reads besides the head gradients (a lower bound: nothing where it
+    is a constant, the outputs where it is written in them)."""
     name = case.spec.params["op"]
     if name in _CONSTANT_DERIVATIVE:
         return []
@@ -371,7 +372,3 @@ def work(spec: CaseSpec) -> Dict[str, Work]:
         phases[W.BACKWARD] = W.backward_work(case.outputs or [], backward_reads(case), gradient_tensors(spec), flops) \
             if case.outputs is not None else Work(W.BACKWARD, None, flops.backward, f"bytes unknown: {case.why_no_outputs}")
     return phases
-
-
-def works(specs: Sequence[CaseSpec]) -> List[Dict[str, Work]]:
-    return [work(spec) for spec in specs]

@@ -11,6 +11,7 @@ formula (the tests hold them equal on real calls).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 from math import prod
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
@@ -106,7 +107,7 @@ def _gemm(call: Call) -> Flops:
     matrix = operands[index]
     other = operands[index + 1] if len(operands) > index + 1 else call.kwargs.get("weight")
     gradients = sum(bool(getattr(t, "requires_grad", False)) for t in (matrix, other))
-    return W.gemm(call.out.numel(), 1, matrix.shape[-1], gradients=gradients)
+    return W.gemm(call.out.numel(), 1, matrix.shape[-1] if matrix.dim() else 1, gradients=gradients)
 
 
 def _convolution(call: Call) -> Flops:
@@ -145,41 +146,205 @@ def _sort(call: Call) -> Flops:
     return W.comparison_sort(call.first.numel(), shape[dim] if shape else 1)
 
 
+def _fft(call: Call) -> Flops:
+    """torch.fft.*: the output's points in transforms along `n`/`s` (or the transformed dims)."""
+    kind = call.name.split(".")[-1]
+    sizes = call.kwargs.get("s") or ([call.kwargs["n"]] if call.kwargs.get("n") else None)
+    if sizes is None:
+        dims = call.kwargs.get("dim")
+        dims = [dims] if isinstance(dims, int) else dims or (
+            range(-2, 0) if kind.endswith("2") else range(call.out.dim()) if kind.endswith("n") else [-1])
+        sizes = [call.out.shape[d] for d in dims]
+    return W.fft(call.out.numel(), prod(sizes), real=kind.lstrip("i").startswith(("rfft", "hfft")))
+
+
+def _einsum(call: Call) -> Flops:
+    """Two operands contracted: 2 x the product of every index's size (no ellipsis)."""
+    operands, equation = (call.first, call.args[0]) if isinstance(call.first, list) else (call.args, call.first)
+    inputs = equation.replace(" ", "").split("->")[0].split(",")
+    if len(inputs) != 2 or "." in equation:
+        return W.no_formula("no FLOP formula for an einsum of other than two operands without ellipsis")
+    sizes = {letter: size for term, t in zip(inputs, operands) for letter, size in zip(term, t.shape)}
+    gradients = sum(bool(t.requires_grad) for t in operands)
+    return W.gemm(prod(sizes.values()), 1, 1, gradients=gradients)
+
+
+def _tensordot(call: Call) -> Flops:
+    dims = call.arg(1, "dims", 2)
+    if not isinstance(dims, int):
+        return W.no_formula("no FLOP formula for tensordot over listed dimensions")
+    other = call.args[0]
+    contracted = prod(call.first.shape[call.first.dim() - dims:])
+    return W.gemm(call.out.numel(), 1, contracted, gradients=sum(bool(t.requires_grad) for t in (call.first, other)))
+
+
+def _addbmm(call: Call) -> Flops:
+    batch, n, k = call.args[0].shape
+    return W.gemm(n, call.args[1].shape[-1], k, batch)
+
+
+def _bilinear(call: Call) -> Flops:
+    """x1 W x2 per output feature: 2 x batch x out x in1 x in2."""
+    weight = call.args[1]
+    return W.gemm(call.first.shape[0] * weight.shape[0], 1, weight.shape[1] * weight.shape[2])
+
+
+def _norm(call: Call) -> Flops:
+    """A vector norm: a power and a sum an element (a nuclear norm is an SVD: no formula)."""
+    if "nuc" in [a for a in [*call.args, *call.kwargs.values()] if isinstance(a, str)]:
+        return W.no_formula("a nuclear norm is an SVD: no FLOP formula")
+    return _pointwise(call, 2, call.first.numel())
+
+
+def _cdist(call: Call) -> Flops:
+    """Every pair of rows: a difference, a power and a sum per feature."""
+    rows, other = call.first.shape, call.args[0].shape
+    return _pointwise(call, 3, prod(rows[:-1]) * other[-2] * rows[-1])
+
+
+def _pdist(call: Call) -> Flops:
+    n, features = call.first.shape
+    return _pointwise(call, 3, n * (n - 1) // 2 * features)
+
+
+def _covariance(call: Call) -> Flops:
+    """The variables' products over the observations: X X^T."""
+    variables, observations = call.first.shape if call.first.dim() == 2 else (1, call.first.shape[0])
+    return W.gemm(variables, variables, observations, gradients=1)
+
+
+def _rectangle(call: Call) -> Tuple[int, int, int]:
+    shape = call.first.shape
+    return shape[-2], shape[-1], prod(shape[:-2])
+
+
+def _solve(call: Call, solves: int = 1) -> Flops:
+    """Triangular solves of the right-hand side's columns (`solves` of them: two for an LU or
+    Cholesky factor), each with its backward (benchcore.measure.work.triangular); the matrix is
+    the first argument's or the second's, whichever is square."""
+    a, b = (call.first, call.args[0]) if call.first.shape[-1] == call.first.shape[-2] else (call.args[0], call.first)
+    n = a.shape[-1]
+    columns = b.numel() // max(1, n * prod(a.shape[:-2]))
+    found = W.triangular(n, columns, prod(a.shape[:-2]))
+    return Flops(solves * found.forward, solves * found.backward)
+
+
+def _qr(call: Call) -> Flops:
+    """Householder QR of m x n is the LQ of its transpose."""
+    rows, columns, batch = _rectangle(call)
+    return W.lq(min(rows, columns), max(rows, columns), batch)
+
+
+def _matrix_power(call: Call) -> Flops:
+    power = abs(int(call.arg(0, "n", 1)))
+    n, batch = _square(call)
+    products = max(0, power.bit_length() - 1 + bin(power).count("1") - 1)
+    return W.gemm(n, n, n, batch * products)
+
+
+#: inputs each output of an interpolation mode weighs, per spatial dimension
+TAPS = {"linear": 2, "bilinear": 2, "trilinear": 2, "bicubic": 4}
+
+
+def _interpolate(call: Call) -> Flops:
+    """Linear modes weigh 2 inputs per dimension, cubic 4; area is an adaptive average pooling;
+    nearest copies one input: data movement."""
+    mode = call.kwargs.get("mode", "bilinear" if call.name.endswith("bilinear") else "nearest")
+    dims = call.first.dim() - 2
+    if mode == "area":
+        return W.pooling(call.out.numel(), call.first.numel() // max(1, call.out.numel()))
+    if mode not in TAPS:
+        return W.no_formula(MOVEMENT)
+    return W.interpolation(call.out.numel(), TAPS[mode] ** dims)
+
+
 def _square(call: Call) -> Tuple[int, int]:
     shape = call.first.shape
     return shape[-1], prod(shape[:-2])
 
 
-def _pointwise(call: Call) -> Flops:
+def _pointwise(call: Call, ops: int = 1, elements: Optional[int] = None) -> Flops:
     gradients = sum(bool(getattr(t, "requires_grad", False)) for t in call.inputs)
-    return W.pointwise(call.out.numel(), 1, max(1, gradients))
+    return W.pointwise(call.out.numel() if elements is None else elements, ops, max(1, gradients))
 
 
+def _loss(call: Call) -> Flops:
+    """A loss: an elementwise term and its reduction, LOSS_OPS operations an input element."""
+    return _pointwise(call, LOSS_OPS, call.first.numel())
+
+
+#: operations per element of a loss's elementwise term and reduction (the convention both
+#: suites' losses share)
+LOSS_OPS = 2
+#: pointwise operators of several operations an element outside the ufunc categories
+POINTWISE_OPS = {"addcmul": 2, "addcdiv": 2, "lerp": 2, "logaddexp2": 3, "clamp": 1, "outer": 1, "kron": 1, "addr": 2}
+
+
+SOFTMAX = ("softmax", "log_softmax", "nn.functional.softmin", "nn.functional.softmax", "nn.functional.log_softmax")
 FAMILIES: Dict[str, Callable[[Call], Flops]] = {
     **{name: _gemm for name in _MATRIX_FIRST},
     **{f"nn.functional.conv{kind}{d}d": _convolution for kind in ("", "_transpose") for d in (1, 2, 3)},
     **{mode: _recurrent for mode in ("lstm", "gru", "rnn_tanh", "rnn_relu")},
-    **{name: lambda c: W.softmax(c.first.numel()) for name in ("softmax", "log_softmax", "nn.functional.softmin",
-                                                               "nn.functional.softmax", "nn.functional.log_softmax")},
+    **{name: lambda c: W.softmax(c.first.numel()) for name in SOFTMAX},
     **{name: lambda c: W.cholesky(*_square(c)) for name in ("cholesky", "linalg.cholesky")},
     "cholesky_inverse": lambda c: W.cholesky_inverse(*_square(c)),
+    **{name: lambda c: W.lu(*_square(c)) for name in ("lu", "linalg.lu", "linalg.lu_factor", "linalg.lu_factor_ex")},
+    "linalg.cholesky_ex": lambda c: W.cholesky(*_square(c)),
+    **{name: lambda c: W.Flops(W.cholesky(*_square(c)).forward, None, W.LINALG_BACKWARD)
+       for name in ("linalg.ldl_factor", "linalg.ldl_factor_ex")},
+    "linalg.inv_ex": lambda c: W.lu_based(*_square(c), inverse=True),
+    **{name: lambda c: W.solve(c.first.shape[-1], c.args[0].numel() // max(1, c.first.shape[-1] * _square(c)[1]),
+                               _square(c)[1]) for name in ("linalg.solve", "linalg.solve_ex")},
+    **{name: _solve for name in ("triangular_solve", "linalg.solve_triangular")},
+    **{name: partial(_solve, solves=2) for name in ("cholesky_solve", "lu_solve", "linalg.lu_solve", "linalg.ldl_solve")},
+    **{name: _qr for name in ("qr", "linalg.qr", "geqrf")},
+    "linalg.eigh": lambda c: W.eigen(*_square(c)), "linalg.eigvalsh": lambda c: W.eigen(*_square(c), vectors=False),
+    "linalg.eig": lambda c: W.eigen(*_square(c), symmetric=False),
+    "linalg.eigvals": lambda c: W.eigen(*_square(c), symmetric=False, vectors=False),
+    **{name: lambda c: W.svd(*_rectangle(c)) for name in ("svd", "linalg.svd")},
+    "linalg.svdvals": lambda c: W.svd(*_rectangle(c), vectors=False),
+    "linalg.matrix_power": _matrix_power,
+    **{name: _interpolate for name in ("nn.functional.interpolate", "nn.functional.upsample_bilinear",
+                                       "nn.functional.upsample_nearest")},
     **{name: _sort for name in ("sort", "argsort", "msort", "topk")},
     **{name: lambda c: W.reduction(c.first.numel()) for name in ("argmax", "argmin", "amax", "amin")},
-    "clamp": _pointwise,
+    **{name: partial(_pointwise, ops=ops) for name, ops in POINTWISE_OPS.items()},
+    **{f"fft.{kind}{suffix}": _fft for kind in ("fft", "ifft", "rfft", "irfft", "hfft", "ihfft") for suffix in ("", "2", "n")},
+    "einsum": _einsum, "tensordot": _tensordot, "addbmm": _addbmm, "nn.functional.bilinear": _bilinear,
+    "__rmatmul__": lambda c: W.gemm(c.out.numel(), 1, c.first.shape[-2]),
+    "trace": lambda c: W.reduction(min(c.first.shape)),
+    **{f"masked.{name}": lambda c: W.softmax(c.first.numel()) for name in ("softmax", "log_softmax", "softmin")},
+    "masked.normalize": lambda c: W.normalization(c.first.numel()),
+    **{name: _sort for name in ("masked.median", "median", "nanmedian", "kthvalue", "mode", "quantile", "nanquantile")},
+    **{name: _norm for name in ("norm", "linalg.norm", "linalg.matrix_norm", "linalg.vector_norm", "renorm", "dist",
+                                "nn.functional.pairwise_distance", "linalg.vecdot")},
+    "nn.functional.cosine_similarity": lambda c: _pointwise(c, 6, c.first.numel()),
+    **{name: lambda c: _pointwise(c, 3) for name in ("cross", "linalg.cross")},
+    "cdist": _cdist, "nn.functional.pdist": _pdist, "corrcoef": _covariance, "cov": _covariance,
+    "nn.functional.kl_div": _loss,
+    "nn.functional.cross_entropy": lambda c: W.softmax(c.first.numel()),
     **{name: lambda c: W.lu_based(*_square(c), inverse=True) for name in ("linalg.inv", "inverse")},
     **{name: lambda c: W.lu_based(*_square(c)) for name in ("linalg.det", "det", "logdet", "linalg.slogdet")},
 }
 CATEGORY_FAMILIES: Dict[str, Callable[[Call], Flops]] = {
-    "pooling": _pooling, "normalization": lambda c: W.normalization(c.first.numel()),
-    "reduction": lambda c: W.reduction(c.first.numel()),
+    "pooling": _pooling, "masked": lambda c: W.reduction(c.first.numel()), "loss": _loss,
+    "normalization": lambda c: W.normalization(c.first.numel()), "reduction": lambda c: W.reduction(c.first.numel()),
     "unary_ufunc": _pointwise, "binary_ufunc": _pointwise, "activation": _pointwise,
 }
 MOVEMENT = "data movement: no arithmetic; bytes are its measure"
+NO_FORMULA_OPS = {
+    **{name: MOVEMENT for name in ("diag", "diag_embed", "diagflat", "diagonal", "linalg.diagonal", "tril", "triu",
+                                   "block_diag")},
+    "nn.functional.ctc_loss": "dynamic programming over label alignments: no FLOP formula",
+    "nn.functional.linear_cross_entropy": "a product and a softmax fused: no FLOP formula yet",
+}
 NO_FORMULA = {"shape": MOVEMENT, "indexing": MOVEMENT, "cast": MOVEMENT, "factory": "a factory reads nothing",
               "random": "random sampling: the generator's arithmetic is not counted; bytes are its measure"}
 
 
 def family(name: str, category: Optional[str]) -> Optional[Callable[[Call], Flops]]:
+    if name in NO_FORMULA_OPS:
+        return None
     if name in FAMILIES:
         return FAMILIES[name]
     return (_pooling if "pool" in name else None) or CATEGORY_FAMILIES.get(category or "")
@@ -188,18 +353,22 @@ def family(name: str, category: Optional[str]) -> Optional[Callable[[Call], Flop
 def flops_of(call: Call) -> Flops:
     found = family(call.name, call.category)
     if found is None:
-        return W.no_formula(NO_FORMULA.get(call.category or "") or f"no FLOP formula for {call.name} "
+        return W.no_formula(NO_FORMULA_OPS.get(call.name) or NO_FORMULA.get(call.category or "")
+                            or f"no FLOP formula for {call.name} "
                             f"(category {call.category})")
     if not call.outputs:
         return W.no_formula(f"{call.name} returned no tensor")
-    return found(call)
+    try:
+        return found(call)
+    except (IndexError, TypeError, ValueError, AttributeError) as error:  # a call the family's reading does not fit
+        return W.no_formula(f"no FLOP formula for this call of {call.name} ({type(error).__name__}: {error})")
 
 
 def backward_reads(call: Call) -> list:
     """What the derivative reads besides the head (a lower bound)."""
     if call.name in ("add", "sub", "sum", "mean", "neg", "nn.functional.pad", "clone"):
         return []
-    if family(call.name, call.category) is FAMILIES.get("softmax") or call.name in ("exp", "sigmoid", "tanh"):
+    if call.name in SOFTMAX or call.name in ("exp", "sigmoid", "tanh"):
         return call.outputs
     return call.inputs
 
