@@ -39,14 +39,16 @@ NOT_MEASURED = {dtype: f"no peak measured for {dtype}: the roof probes take floa
                 for dtype in ("float16", "bfloat16", "int8", "uint8", "int32", "int64")}
 #: a probe process that has not answered by then is stopped and the roofs are not taken
 TIMEOUT_S = 300.0
-#: tests take the roofs at toy sizes (opbench's variable for toy sizes), cached apart
+#: tests take the roofs at toy sizes (opbench's variable for toy sizes, or this one alone, which
+#: tests/conftest.py sets for every test's sweeps), cached apart
 TINY_ENV = "OPBENCH_TINY"
+ROOFS_TINY_ENV = "OPBENCH_ROOFS_TINY"
 TINY_GEMM_N = 64
 TINY_LARGEST = 256 * R.KIB
 
 
 def tiny() -> bool:
-    return os.environ.get(TINY_ENV) == "1"
+    return "1" in (os.environ.get(TINY_ENV), os.environ.get(ROOFS_TINY_ENV))
 
 
 def gemm_call(framework: str, dtype: str, n: int, device: str) -> Tuple[Callable[[], object], Callable[[], None]]:
@@ -207,6 +209,50 @@ def obtain(framework: str, environment: dict, threads: Optional[int] = None, dev
         found = probe_process(framework, device, threads, print_id)
         cache.write(path, KIND, found.to_dict())
     return found, note
+
+
+# ---------------------------------------------------------------- a sweep's roofs
+
+#: --roofs: read the cache (take them where it has none), take them again, or no probes at all
+MODES = ("cached", "retake", "off")
+
+
+def add_argument(parser) -> None:
+    """--roofs, the flag every sweep that reports efficiency shares."""
+    parser.add_argument("--roofs", default="cached", choices=MODES,
+                        help="the machine's measured roofs each case's GB/s, GFLOP/s and %% of roof are read "
+                             "against: cached (default; taken once per machine fingerprint, then read from the "
+                             "cache), retake (take them again now), off (no probes; efficiency is null with that "
+                             "reason)")
+
+
+def sweep_device(device: str) -> str:
+    """A sweep's device flag (cpu, cpu(N), gpu(N), cuda:N) as the probes name it."""
+    if device.startswith("gpu"):
+        return f"cuda:{device[4:-1] or 0}" if "(" in device else "cuda"
+    return device if device.startswith("cuda") else "cpu"
+
+
+def for_sweep(mode: str, framework: str, environment: dict, threads: Optional[int], device: str = "cpu") -> dict:
+    """The report's roofs block of one framework: `roofs` (Roofs.to_dict, or None with `reason`),
+    `source` (cached, taken, off or failed), `obtain_s` (what obtaining them cost this sweep) and
+    `note` (a corrupt or another machine's cache, re-taken: said once, here). A probe that fails
+    costs the sweep its efficiency figures, never its measurements."""
+    if mode == "off":
+        return {"source": "off", "obtain_s": 0.0, "note": None, "roofs": None,
+                "reason": "roof probes off (--roofs off)"}
+    started = time.perf_counter()
+    print_id = fingerprint(framework, environment, threads)
+    path = cache_path(framework, sweep_device(device), print_id)
+    was_cached = mode != "retake" and path.exists()
+    try:
+        found, note = obtain(framework, environment, threads, sweep_device(device), retake=mode == "retake")
+    except UsageError as error:
+        return {"source": "failed", "obtain_s": time.perf_counter() - started, "note": None, "roofs": None,
+                "reason": str(error)}
+    source = "cached" if was_cached and note is None else "taken"
+    return {"source": source, "obtain_s": time.perf_counter() - started, "note": note, "roofs": found.to_dict(),
+            "reason": None}
 
 
 def main(argv=None) -> int:

@@ -56,6 +56,7 @@ from benchcore.execute import valgrind
 from benchcore.measure import audit
 from benchcore.measure.instructions import ENGINE, INSTRUCTION_DEFAULTS, engine_of
 from benchcore.views import count_report, trust
+from frameworks import roofs
 
 from .backends import FRAMEWORKS, backend_for, require_framework
 from .backends.base import UnknownOperator
@@ -139,6 +140,7 @@ def build_parser(backend, ab: bool = False, engine: str = "") -> ArgumentParser:
     add_run_arguments(parser, rounds=DEFAULT_ROUNDS, memory_limit_gb=backend.memory_limit_gb,
                       memory_why=f" for --framework {backend.name}")
     add_audit_arguments(parser)
+    roofs.add_argument(parser)
     valgrind.add_arguments(parser)
     if engine == ENGINE:
         parser.set_defaults(**INSTRUCTION_DEFAULTS)

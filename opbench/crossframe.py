@@ -42,10 +42,13 @@ from benchcore.cli.request import SweepRequest, from_namespace
 from benchcore.cli.run import Planned, ReportParts
 from benchcore.errors import UsageError
 from benchcore.measure.case import CaseSpec
+from benchcore.views import headroom
+from frameworks import roofs as machine_roofs
 
 from .backends import backend_for
 from .backends.base import split
 from .suite import PROG, timings
+from .sweep import with_efficiency
 
 DEFAULT_OUTPUT_STEM = "crossframe"
 DEFAULT_ROUNDS = 3
@@ -72,6 +75,7 @@ def build_parser() -> ArgumentParser:
     parser.add_argument("--tiny", action="store_true", help="toy sizes (tests)")
     add_output_arguments(parser, DEFAULT_OUTPUT_STEM)
     add_run_arguments(parser, rounds=DEFAULT_ROUNDS, memory_limit_gb=MEMORY_LIMIT_GB)
+    machine_roofs.add_argument(parser)
     return parser
 
 
@@ -139,6 +143,8 @@ class CrossframeRequest(SweepRequest):
     seed: int = 41
     tiny: bool = False
     memory_limit_gb: Optional[float] = MEMORY_LIMIT_GB
+    #: the roof probes: cached, retake or off (frameworks.roofs.MODES)
+    roofs: str = "cached"
 
 
 def run(argv: Sequence[str]) -> int:
@@ -190,10 +196,17 @@ class CrossframeSweep:
         return None
 
     def report(self, request: CrossframeRequest, planned: Planned, measured, paths, record: dict) -> ReportParts:
-        return build_report(request, measured, planned.detail, record)
+        roofs = {}
+        for framework, job in planned.jobs.items():  # each side's efficiency against its own framework's roofs
+            environment, results = measured[framework]
+            with_efficiency(request.roofs, framework, job, environment, "cpu", request.dtype, results, roofs)
+        parts = build_report(request, measured, planned.detail, record)
+        parts.extra.update(roofs)
+        headroom.chart_beside(PROG, parts.results, parts.extra, self.suite, paths.get("md"))
+        return parts
 
     def to_markdown(self, report) -> str:
-        return to_markdown(report)
+        return "\n".join([to_markdown(report), *headroom.markdown(report, self.suite)])
 
     def announce(self, request, report) -> None:
         """Nothing before the outputs: the summary follows them."""
@@ -257,8 +270,16 @@ def _figures(mxnet, torch) -> dict:
         b = timings(torch).get(phase) if torch is not None and torch.ok else None
         a_ms, b_ms = (a.center_ms if a else None), (b.center_ms if b else None)
         out[phase] = {"mxnet_ms": a_ms, "torch_ms": b_ms,
-                      "ratio": b_ms / a_ms if a_ms and b_ms is not None else None}
+                      "ratio": b_ms / a_ms if a_ms and b_ms is not None else None,
+                      **{f"{side}_percent_of_roof": _percent(result, phase)
+                         for side, result in (("mxnet", mxnet), ("torch", torch))}}
     return out
+
+
+def _percent(result, phase: str) -> Optional[float]:
+    """A side's % of its roof in the phase (benchcore.views.headroom); None where not known."""
+    found = headroom.efficiencies(result).get(phase) if result is not None and result.ok else None
+    return found.percent_of_roof if found else None
 
 
 def _geomean(rows: List[dict], phase: str) -> Optional[float]:
@@ -278,7 +299,9 @@ def to_markdown(report) -> str:
             if phase == "backward" and figures.get("mxnet_ms") is None and figures.get("torch_ms") is None:
                 continue
             rows.append([row["mxnet"], row["torch"], row["variant"] or "", phase, fmt(figures.get("mxnet_ms")),
-                         fmt(figures.get("torch_ms")), fmt(figures.get("ratio"), 2), row.get("note") or ""])
+                         fmt(figures.get("torch_ms")), fmt(figures.get("ratio"), 2),
+                         fmt(figures.get("mxnet_percent_of_roof"), 1), fmt(figures.get("torch_percent_of_roof"), 1),
+                         row.get("note") or ""])
     versions, threads, geomean = data["versions"], data["threads"], data["geomean_ratio"]
     settings = report.settings
     thread_env = ", ".join(f"{k}={v}" for k, v in (threads.get("env") or {}).items() if v is not None) or "none set"
@@ -288,7 +311,8 @@ def to_markdown(report) -> str:
              f"{settings['warmup']}, runs {settings['runs']} over {settings['rounds']['rounds']} round(s). Times are "
              f"medians in ms; ratio = PyTorch / MXNet (below 1: PyTorch is faster). Geometric mean of the ratios: "
              f"forward {fmt(geomean['forward'], 2)}, backward {fmt(geomean['backward'], 2)}.", "",
-             tabulate(rows, headers=["MXNet", "PyTorch", "Inputs", "Phase", "MXNet (ms)", "PyTorch (ms)", "Ratio", "Note"],
+             tabulate(rows, headers=["MXNet", "PyTorch", "Inputs", "Phase", "MXNet (ms)", "PyTorch (ms)", "Ratio",
+                               "MXNet % of roof", "PyTorch % of roof", "Note"],
                       tablefmt="github", disable_numparse=True), ""]
     failures = [r for r in report.results if r.status in ("failed", "crashed", "timeout")]
     if failures:

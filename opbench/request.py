@@ -35,5 +35,7 @@ class OperatorRequest(SweepRequest):
     exclude: Optional[Sequence[str]] = None
     #: toy input sizes (tests; --tiny or OPBENCH_TINY=1)
     tiny: bool = False
+    #: the roof probes: cached, retake or off (frameworks.roofs.MODES)
+    roofs: str = "cached"
     #: None: the backend's default (opbench.api.sweep fills it in, as the parser does)
     memory_limit_gb: Optional[float] = None

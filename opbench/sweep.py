@@ -9,7 +9,7 @@ operators without a benchmark.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Dict, List, Optional
+from typing import Callable, Dict, List, Optional
 
 from benchcore.cli.options import (
     audit_options,
@@ -23,6 +23,10 @@ from benchcore.cli.run import Measured, Planned, ReportParts
 from benchcore.errors import UsageError
 from benchcore.execute import valgrind
 from benchcore.measure.instructions import ENGINE
+from benchcore.measure.work import Work
+from benchcore.report.model import CaseResult
+from benchcore.views import headroom
+from frameworks import roofs
 
 from .backends.base import split
 from .extras import from_results, in_report_order
@@ -78,11 +82,17 @@ class OperatorSweep:
 
     def report(self, request: OperatorRequest, planned: Planned, measured: Measured, paths, record: dict) -> ReportParts:
         environment, results = measured[""]
-        return ReportParts(environment, settings(request, planned.detail.settings, record, paths),
-                           in_report_order(results), extra(planned.detail, results))
+        parts = ReportParts(environment, settings(request, planned.detail.settings, record, paths),
+                            in_report_order(results), extra(planned.detail, results))
+        if not planned.job.pythons:  # ab: a side's roofs would be this interpreter's, not its own
+            device = request.device or request.ctx or "cpu"
+            with_efficiency(request.roofs, request.framework, planned.job, environment, device, request.dtype,
+                            parts.results, parts.extra)
+            headroom.chart_beside(PROG, parts.results, parts.extra, self.suite, paths.get("md"))
+        return parts
 
     def to_markdown(self, report) -> str:
-        return self.backend.to_markdown(report)
+        return "\n".join([self.backend.to_markdown(report), *headroom.markdown(report, self.suite)])
 
     def announce(self, request, report) -> None:
         """Nothing before the outputs: the summary (opbench.cli) follows them."""
@@ -92,6 +102,17 @@ class OperatorSweep:
 
     def announce_sides(self, request, reports) -> None:
         """Nothing per side: `ab` prints the comparison."""
+
+    def counting(self, request: OperatorRequest) -> OperatorRequest:
+        """The engine's run settings over the same cases: torch's size target, which the engine
+        would choose smaller, stays the timed one."""
+        from benchcore.cli.ab import counting_request
+
+        if self.backend.name != "torch":
+            return counting_request(request)
+        from .backends.torch import size_target_of
+
+        return counting_request(request, size_target=size_target_of(request))
 
 
 def settings(request: OperatorRequest, backend_settings: dict, record: dict, paths) -> dict:
@@ -113,6 +134,26 @@ def settings(request: OperatorRequest, backend_settings: dict, record: dict, pat
         "output_file": {fmt: str(path) for fmt, path in paths.items()},
         **{key: record[key] for key in ("resume", "audit", "audit_rounds", "flush_denormal", "valgrind") if key in record},
     }
+
+
+def work_of(framework: str, options: dict) -> Callable[[CaseResult], Dict[str, Work]]:
+    """A case's work per phase (opbench.backends.*.work); torch reads its manifest (`options`)."""
+    if framework == "torch":
+        from .backends.torch import work as torch_work
+
+        return lambda result: torch_work.work(result.spec, options)
+    from .backends.mxnet import work as mxnet_work
+
+    return lambda result: mxnet_work.work(result.spec)
+
+
+def with_efficiency(mode: str, framework: str, job, environment: dict, device: str, dtype: str,
+                    results: List[CaseResult], extra: dict) -> None:
+    """The framework's roofs (frameworks.roofs: cached, taken, or off) recorded under
+    extra.roofs, and each measured case's efficiency against them (benchcore.views.headroom)."""
+    block = roofs.for_sweep(mode, framework, environment, job.worker_options.get("threads"), device)
+    extra.setdefault(headroom.ROOFS, {})[framework] = block
+    headroom.annotate(results, work_of(framework, job.worker_options), dtype, block, job.suite)
 
 
 def extra(plan, results) -> dict:

@@ -43,3 +43,5 @@ class RunnerRequest(SweepRequest):
     #: the console table's column separator, and --print-json's shape (oss, pep; None: none)
     sep: str = " "
     print_json: Optional[str] = None
+    #: the roof probes: cached, retake or off (frameworks.roofs.MODES)
+    roofs: str = "cached"

@@ -13,8 +13,10 @@ from benchcore.errors import UsageError
 from benchcore.execute import valgrind
 from benchcore.measure.instructions import ENGINE
 from benchcore.report.model import Report
+from benchcore.views import headroom
+from frameworks import roofs
 
-from . import cases, executor, views
+from . import cases, executor, views, work
 from .request import RunnerRequest
 from .suite import SUITE
 
@@ -131,10 +133,16 @@ class RunnerSweep:
                     "shard": record["shard"], "runners": views.run_order(all_specs),
                     **{key: record[key] for key in ("audit", "audit_rounds", "flush_denormal")}, "engine": request.engine,
                     **({"valgrind": record["valgrind"]} if "valgrind" in record else {})}
-        return ReportParts(environment, settings, results)
+        parts = ReportParts(environment, settings, results)
+        if not planned.job.pythons:  # ab: a side's roofs would be this interpreter's, not its own
+            block = roofs.for_sweep(request.roofs, "torch", environment, request.threads, device)
+            parts.extra[headroom.ROOFS] = {"torch": block}
+            headroom.annotate(results, lambda result: work.work(result.spec), "float32", block, SUITE)
+            headroom.chart_beside(PROG, results, parts.extra, SUITE, paths.get("md"))
+        return parts
 
     def to_markdown(self, report: Report) -> str:
-        return views.markdown_report(report)
+        return "\n".join([views.markdown_report(report), *headroom.markdown(report, SUITE)])
 
     def announce(self, request, report) -> None:
         """Nothing from the library; the command line prints (rnnbench.cli.RunnerCommand)."""
@@ -144,3 +152,9 @@ class RunnerSweep:
 
     def announce_sides(self, request, reports) -> None:
         """Nothing from the library; the command line prints (rnnbench.cli.RunnerCommand)."""
+
+    def counting(self, request: RunnerRequest) -> RunnerRequest:
+        """The engine's run settings (--nloops is rnnbench's measured calls) over the same runners."""
+        from benchcore.cli.ab import counting_request
+
+        return counting_request(request, runs="nloops")

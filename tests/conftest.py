@@ -5,6 +5,14 @@ import os
 import pytest
 
 
+@pytest.fixture(autouse=True, scope="session")
+def tiny_roofs():
+    """Every test's sweep reads the machine's roofs at toy sizes (frameworks.roofs.tiny), taken
+    once per fingerprint and cached: the probes stay out of the tests' wall."""
+    os.environ["OPBENCH_ROOFS_TINY"] = "1"
+    yield
+
+
 @pytest.fixture
 def restored_environ():
     """In-process runs of the CLI set the thread variables (--threads) in os.environ: undo that."""
