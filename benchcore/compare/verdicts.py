@@ -43,6 +43,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from benchcore.compare import drift as drift_model
+from benchcore.compare import efficiency
 from benchcore.compare.drift import Drift
 from benchcore.compare.sequential import LookedTests, Looks
 from benchcore.compare.tests import (
@@ -188,6 +189,8 @@ class Comparison:
     counts: Optional[object] = None
     #: the looks of an A/B run that added rounds until decided (benchcore.compare.sequential)
     looks: Optional[Looks] = None
+    #: each matched case-phase's share of the roof on both sides (benchcore.compare.efficiency)
+    efficiency: List[dict] = field(default_factory=list)
 
     @property
     def summary(self) -> List[CategorySummary]:
@@ -261,6 +264,7 @@ class Comparison:
             "answer": self.answer.to_dict() if self.answer is not None else None,
             "instructions": self.counts.to_dict() if self.counts is not None else None,
             "sequential": self.looks.to_dict() if self.looks is not None else None,
+            "efficiency": self.efficiency,
         }
 
     def to_json(self) -> str:
@@ -342,6 +346,7 @@ def compare(base: Report, new: Report, suite: Optional[Suite] = None, threshold:
             result.unmeasured.append(dict(_brief_pair(b, n, labels[b.spec.key]),
                                           reason="no timing present in both reports"))
     decide_pending(evidence.pending)  # the verdicts the cases summarise are known from here on
+    result.efficiency = efficiency.changes([(b, n, labels[b.spec.key]) for b, n, *_rest in matched])
     for b, n, metrics in judged:
         # environment_label is None in a one-environment report; per environment, a case's
         # category says which, so the summary's geomeans are per environment too

@@ -135,6 +135,7 @@ def comparison_markdown(comparison: Comparison, chart_links: str = "") -> str:
                       ["Key", "Base", "New"]), ""]
     if c.cases or c.counts is None:
         out += _timed_sections(c, table)
+    out += _efficiency_section(c, table)
     if c.counts is not None:
         from benchcore.views import count_comparison
 
@@ -149,6 +150,22 @@ def comparison_markdown(comparison: Comparison, chart_links: str = "") -> str:
     if chart_links:
         out += [chart_links.rstrip(), ""]
     return "\n".join(out)
+
+
+def _efficiency_section(c: Comparison, table) -> list:
+    """Each case-phase's share of the machine's roof before and after (the JSON's `efficiency`
+    has the rates and each side's reason where one is missing)."""
+    if not any(row["base_percent_of_roof"] is not None or row["new_percent_of_roof"] is not None
+               for row in c.efficiency):
+        return []
+    pct = lambda v: "---" if v is None else f"{v:.3g}%"  # noqa: E731
+    rows = [[row["label"], row["phase"], pct(row["base_percent_of_roof"]), pct(row["new_percent_of_roof"]),
+             fmt_ms(row["base_gb_per_s"], ".3g"), fmt_ms(row["new_gb_per_s"], ".3g"),
+             fmt_ms(row["base_gflop_per_s"], ".3g"), fmt_ms(row["new_gflop_per_s"], ".3g")] for row in c.efficiency]
+    return ["## Efficiency", "", "Each case-phase against its report's measured roofs (% of the roof: the time at the "
+            "roof over the median).", "",
+            table(rows, ["Case", "Metric", "Base % of roof", "New % of roof", "Base GB/s", "New GB/s",
+                         "Base GFLOP/s", "New GFLOP/s"]), ""]
 
 
 def _timed_sections(c: Comparison, table) -> list:

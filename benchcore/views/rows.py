@@ -25,10 +25,14 @@ if TYPE_CHECKING:
     from benchcore.report.model import CaseResult, Report
     from benchcore.suite import Suite
 
+#: a phase's efficiency against the machine's roofs (benchcore.report.efficiency); empty where
+#: the report has none, and efficiency_reason says why a figure is empty
+EFFICIENCY_COLUMNS = ("bytes", "flops", "gb_per_s", "gflop_per_s", "intensity", "percent_of_roof", "roof_ms",
+                      "to_win_ms", "efficiency_reason")
 #: the columns of a report's rows, in order
 REPORT_COLUMNS = ("suite", "framework", "case", "variant", "category", "inputs", "dtype", "device", "engine",
                   "phase", "figure", "unit", "median_ms", "iqr_ms", "relative_iqr", "round_spread", "rounds",
-                  "samples", "noisy", "bimodal", "fast_ms", "slow_ms", "status", "error", "key")
+                  "samples", "noisy", "bimodal", "fast_ms", "slow_ms", *EFFICIENCY_COLUMNS, "status", "error", "key")
 #: the columns of a comparison's rows, in order
 COMPARISON_COLUMNS = ("suite", "case", "category", "phase", "base_ms", "new_ms", "ratio", "change_pct",
                       "verdict", "basis", "q_value", "ratio_low", "ratio_high", "detectable_ratio", "rounds_base",
@@ -90,6 +94,12 @@ def _figure_columns(h: Optional[Headline]) -> dict:
             "slow_ms": h.slow_ms}
 
 
+def _efficiency_columns(stored: Optional[dict]) -> dict:
+    found = {column: (stored or {}).get(column) for column in EFFICIENCY_COLUMNS[:-1]}
+    reason = (stored or {}).get("reason") if stored else "no efficiency in this report (roofs off, or an older report)"
+    return {**found, "efficiency_reason": reason or ""}
+
+
 def _stored_headlines(result: "CaseResult") -> Optional[Dict[str, Headline]]:
     stored = (result.metrics or {}).get("headline")
     if not isinstance(stored, dict):
@@ -107,8 +117,9 @@ def report_rows(report: "Report", suite: Optional["Suite"] = None) -> List[dict]
         if found is None:
             found = headlines(result, suite)
         case = _case_columns(report, result, suite)
+        efficiency = (result.metrics or {}).get("efficiency") or {}
         for h in list(found.values()) or [None]:
-            row = {**case, **_figure_columns(h)}
+            row = {**case, **_figure_columns(h), **_efficiency_columns(efficiency.get(h.phase) if h else None)}
             rows.append({column: row[column] for column in REPORT_COLUMNS})
     return rows
 
