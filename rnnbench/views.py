@@ -10,7 +10,7 @@ from typing import Dict, List, Optional
 
 from benchcore.measure import audit, steady
 from benchcore.measure.measurement import Measurement
-from benchcore.views import trust
+from benchcore.views import headroom, trust
 from benchcore.views.settings_table import settings_table
 
 from .cases import GROUP_LSTM, GROUP_RESNET, GROUP_TITLES, GROUP_VL_LSTM
@@ -187,7 +187,8 @@ def markdown_report(report) -> str:
                  "smallest round median) / that median." if rounds else ""), ""]
     headers = ["Runner", "Fwd mean (ms)", "Fwd std (ms)", "Fwd median (ms)", "Bwd mean (ms)", "Bwd std (ms)",
                "Bwd median (ms)"] + (["Fwd round spread", "Bwd round spread"] if rounds else []) + [
-               "Compile (ms)", "Timed calls", "Status"]
+               "Compile (ms)", "Timed calls", "Status"] + headroom.headers(report.results)
+    efficiency = bool(headroom.headers(report.results))
     for group, members in grouped(report.results).items():
         lines += [f"## {GROUP_TITLES.get(group, group)} ({group})", ""]
         rows = []
@@ -195,7 +196,8 @@ def markdown_report(report) -> str:
             metrics = result.metrics or {}
             spreads = [_round_spread(result, "forward"), _round_spread(result, "backward")] if rounds else []
             rows.append(table_row(result) + spreads + [metrics.get("compile_ms"), _stat(result, "forward", "n"),
-                                                       _status_text(result)])
+                                                       _status_text(result)]
+                        + (headroom.cells(result) if efficiency else []))
         lines.append(tabulate(rows, headers=headers, tablefmt="github", floatfmt=".4g", missingval="---"))
         lines.append("")
     lines += steady.markdown_section([(r.spec.name, r.metrics or {}, _bimodal_texts(r)) for r in report.results if r.ok])

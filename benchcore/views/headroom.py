@@ -161,12 +161,22 @@ def markdown(report: Report, suite: Suite) -> List[str]:
     return lines + [""]
 
 
-def cells(result: CaseResult, phase: str) -> List[str]:
-    """GB/s, GFLOP/s and % of the roof of one phase, for a report table's row."""
-    e = efficiencies(result).get(phase)
-    if e is None:
-        return ["-", "-", "-"]
-    return [_g(e.gb_per_s), _g(e.gflop_per_s), "-" if e.percent_of_roof is None else f"{e.percent_of_roof:.3g}%"]
+def headers(results: Sequence[CaseResult]) -> List[str]:
+    """A report table's efficiency columns, where any of its cases has an efficiency (else none)."""
+    return list(COLUMNS) if any(efficiencies(r) for r in results if r.ok) else []
+
+
+def cells(result: CaseResult) -> List[str]:
+    """A table row's GB/s, GFLOP/s and % of the roof, each "forward / backward" where both were
+    timed ("-": null, the JSON's efficiency.reason says why)."""
+    found = list(efficiencies(result).values())
+    pct = lambda v: "-" if v is None else f"{v:.3g}%"  # noqa: E731
+    return [" / ".join(show(getattr(e, name)) for e in found) or "-"
+            for name, show in (("gb_per_s", _g), ("gflop_per_s", _g), ("percent_of_roof", pct))]
+
+
+#: the efficiency columns of a report table
+COLUMNS = ("GB/s (fwd / bwd)", "GFLOP/s (fwd / bwd)", "% of Roof (fwd / bwd)")
 
 
 # ---------------------------------------------------------------- chart

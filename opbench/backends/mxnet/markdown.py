@@ -17,7 +17,7 @@ from typing import Dict, List, Optional
 from benchcore.measure import audit, steady
 from benchcore.measure.measurement import NOISE_THRESHOLD, Measurement, round_sizes_of
 from benchcore.report.model import CaseResult, Report
-from benchcore.views import trust
+from benchcore.views import headroom, trust
 from benchcore.views.settings_table import settings_table
 from opbench.markdown import (
     MISSING,
@@ -205,7 +205,9 @@ def to_markdown(report: Report) -> str:
     ok = [r for r in _sorted(report.results) if r.status == "ok"]
     rounds = (settings.get("rounds") or {}).get("rounds", 1) > 1
     row, headers = (_python_row, PYTHON_HEADERS) if engine == "python" else (_native_row, NATIVE_HEADERS)
-    headers = headers + ["Noise"] + (_SPREAD_HEADERS[engine] if rounds else []) + (["Runs"] if adaptive else [])
+    efficiency = headroom.headers(ok)
+    headers = (headers + ["Noise"] + (_SPREAD_HEADERS[engine] if rounds else []) + (["Runs"] if adaptive else [])
+               + efficiency)
     parts = ["# Runtime Features", "", _features(report), "", "# Benchmark Results", ""]
     parts.append(f"Engine: {engine}; dtype {settings.get('dtype', '?')}; ctx {settings.get('ctx', '?')}; "
                  f"{_sampling_text(settings)}. "
@@ -224,7 +226,8 @@ def to_markdown(report: Report) -> str:
                     if m]
         parts += ["", *trust.section(measured, [r.metrics or {} for r in ok], settings, report.environment)]
         for name, members in _by_category(ok, report.extra.get("reported_category") or {}).items():
-            rows = [row(r, rounds) + ([_runs_cell(r)] if adaptive else []) for r in members]
+            rows = [row(r, rounds) + ([_runs_cell(r)] if adaptive else []) + (headroom.cells(r) if efficiency else [])
+                    for r in members]
             parts += [f"## {name} ({len(members)})", "", _table(rows, headers), ""]
         if not ok:
             parts += ["(no case was measured)", ""]

@@ -8,7 +8,7 @@ from benchcore.measure import audit, steady
 from benchcore.measure.measurement import NOISE_THRESHOLD, Measurement
 from benchcore.report.figures import Timing
 from benchcore.report.model import CaseResult, Report
-from benchcore.views import trust
+from benchcore.views import headroom, trust
 from benchcore.views.settings_table import settings_table
 from opbench.markdown import MISSING, _fmt, _inputs_text, _noise, _round_spread, _sampling_text, _table, bimodal_texts
 
@@ -69,8 +69,10 @@ def to_markdown(report: Report) -> str:
              + f"`{MISSING}`: not measured (the JSON report says why under `missing`).", ""]
     measured = [m for phases in found for m in _measurements(phases).values() if m is not None]
     parts += trust.section(measured, [r.metrics or {} for r in ok], settings, report.environment)
-    headers = HEADERS + (["Fwd Round Spread", "Bwd Round Spread"] if rounds else [])
-    parts += [_table([_row(r, phases, rounds) for r, phases in zip(ok, found)], headers) if ok else "(no case was measured)", ""]
+    efficiency = headroom.headers(ok)
+    headers = HEADERS + (["Fwd Round Spread", "Bwd Round Spread"] if rounds else []) + efficiency
+    parts += [_table([_row(r, phases, rounds) + (headroom.cells(r) if efficiency else []) for r, phases in zip(ok, found)],
+                     headers) if ok else "(no case was measured)", ""]
     parts += ["## Settings", "", settings_table(settings), ""]
     parts += steady.markdown_section([(r.spec.name, r.metrics or {}, bimodal_texts(r, _measurements(phases)))
                                       for r, phases in zip(ok, found)])
