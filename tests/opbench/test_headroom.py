@@ -147,3 +147,20 @@ def test_crossframe_shows_mxnet_and_pytorch_efficiency_side_by_side(tmp_path):
     text = (tmp_path / "cf.md").read_text()
     assert "MXNet % of roof" in text and "PyTorch % of roof" in text and "![roofline](cf.roofline.png)" in text
     assert (tmp_path / "cf.roofline.png").exists()
+
+
+def test_the_coverage_script_lists_phases_above_their_roof_and_the_roofs_cost(sweeps, tmp_path):
+    data = json.loads((sweeps / "op.json").read_text())
+    planted = data["results"][0]["metrics"]["efficiency"]["forward"]
+    planted["percent_of_roof"] = 500.0  # what a wrong formula or roof would show
+    (tmp_path / "planted.json").write_text(json.dumps(data))
+    script = [sys.executable, str(ROOT / "scripts" / "work_coverage"), "--suites", "none", "--reports"]
+    done = subprocess.run([*script, str(tmp_path / "planted.json"), str(sweeps / "off.json")], capture_output=True,
+                          text=True)
+    assert done.returncode == 1, done.stderr
+    name = data["results"][0]["spec"]["name"]
+    assert "above 110% of the roof: 1 (target 0)" in done.stdout and f"  {name}  forward: 500% (" in done.stdout
+    assert re.search(r"roofs torch: (cached|taken), [\d.]+ s = [\d.]+% of the sweep's \d+ s wall", done.stdout)
+    assert re.search(r"^ +\d phases without a roof: roof probes off \(--roofs off\)$", done.stdout, re.M)
+    bad = subprocess.run([*script, str(tmp_path / "absent.json")], capture_output=True, text=True)
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "does not exist" in bad.stderr
