@@ -878,7 +878,7 @@ def test_the_comparison_record_and_its_json():
     assert list(data) == ["schema", "suite", "threshold", "alpha", "base", "new", "env_differences",
                           "env_mismatch_allowed", "bases", "summary", "cases", "only_in_base", "only_in_new",
                           "unmeasured", "drift", "variance_prior", "gate", "answer",
-                          "instructions", "sequential"]
+                          "instructions", "sequential", "efficiency"]
     assert data["drift"]["basis"] == "none" and data["variance_prior"] is None  # no rounds: no drift, no prior
     assert {k: data[k] for k in ("schema", "suite", "threshold", "alpha", "base", "new", "env_mismatch_allowed",
                                  "bases", "gate", "unmeasured")} == {
