@@ -185,19 +185,18 @@ def markdown_report(report) -> str:
               "evenly as it goes (10 over 3: 4, 3, 3), so the count is N (more only where N is below the rounds)."
               + (" With rounds, a median is the median of the rounds' medians, and *round spread* is (largest - "
                  "smallest round median) / that median." if rounds else ""), ""]
+    efficiency = headroom.headers(report.results)
     headers = ["Runner", "Fwd mean (ms)", "Fwd std (ms)", "Fwd median (ms)", "Bwd mean (ms)", "Bwd std (ms)",
-               "Bwd median (ms)"] + (["Fwd round spread", "Bwd round spread"] if rounds else []) + [
-               "Compile (ms)", "Timed calls", "Status"] + headroom.headers(report.results)
-    efficiency = bool(headroom.headers(report.results))
+               "Bwd median (ms)"] + (["Fwd round spread", "Bwd round spread"] if rounds else []) + efficiency + [
+               "Compile (ms)", "Timed calls", "Status"]
     for group, members in grouped(report.results).items():
         lines += [f"## {GROUP_TITLES.get(group, group)} ({group})", ""]
         rows = []
         for result in members:
             metrics = result.metrics or {}
             spreads = [_round_spread(result, "forward"), _round_spread(result, "backward")] if rounds else []
-            rows.append(table_row(result) + spreads + [metrics.get("compile_ms"), _stat(result, "forward", "n"),
-                                                       _status_text(result)]
-                        + (headroom.cells(result) if efficiency else []))
+            rows.append(table_row(result) + spreads + (headroom.cells(result) if efficiency else [])
+                        + [metrics.get("compile_ms"), _stat(result, "forward", "n"), _status_text(result)])
         lines.append(tabulate(rows, headers=headers, tablefmt="github", floatfmt=".4g", missingval="---"))
         lines.append("")
     lines += steady.markdown_section([(r.spec.name, r.metrics or {}, _bimodal_texts(r)) for r in report.results if r.ok])
