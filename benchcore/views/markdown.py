@@ -159,12 +159,12 @@ def _efficiency_section(c: Comparison, table) -> list:
                for row in c.efficiency):
         return []
     pct = lambda v: "---" if v is None else f"{v:.3g}%"  # noqa: E731
-    rows = [[row["label"], row["phase"], pct(row["base_percent_of_roof"]), pct(row["new_percent_of_roof"]),
+    rows = [[row["phase"], row["label"], pct(row["base_percent_of_roof"]), pct(row["new_percent_of_roof"]),
              fmt_ms(row["base_gb_per_s"], ".3g"), fmt_ms(row["new_gb_per_s"], ".3g"),
              fmt_ms(row["base_gflop_per_s"], ".3g"), fmt_ms(row["new_gflop_per_s"], ".3g")] for row in c.efficiency]
     return ["## Efficiency", "", "Each case-phase against its report's measured roofs (% of the roof: the time at the "
-            "roof over the median).", "",
-            table(rows, ["Case", "Metric", "Base % of roof", "New % of roof", "Base GB/s", "New GB/s",
+            "roof over the median), the phase first.", "",
+            table(rows, ["Metric", "Case", "Base % of roof", "New % of roof", "Base GB/s", "New GB/s",
                          "Base GFLOP/s", "New GFLOP/s"]), ""]
 
 
