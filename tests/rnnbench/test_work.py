@@ -7,7 +7,7 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from benchcore.measure.case import CaseSpec
 from rnnbench import work
-from rnnbench.bench import SUITE, case_params
+from rnnbench.cases import SUITE, case_params
 from rnnbench.runners import get_runner
 
 SIZES = {"seqLength": 4, "numLayers": 2, "inputSize": 5, "hiddenSize": 6, "miniBatch": 3}
@@ -74,7 +74,7 @@ def test_runners_without_a_formula_say_why():
 
 
 def test_fastrnns_default_lstm_group_all_have_flops_and_bytes():
-    from rnnbench.bench import DEFAULT_RNNS, SIZE_DEFAULTS
+    from rnnbench.cases import DEFAULT_RNNS, SIZE_DEFAULTS
 
     for name in DEFAULT_RNNS:
         phases = work.work(CaseSpec(SUITE, name, case_params(dict(SIZE_DEFAULTS), "cpu", "default", None, 1, "rnns")))
