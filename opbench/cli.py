@@ -55,7 +55,7 @@ from benchcore.errors import UsageError
 from benchcore.execute import valgrind
 from benchcore.measure import audit
 from benchcore.measure.instructions import ENGINE, INSTRUCTION_DEFAULTS, engine_of
-from benchcore.views import count_report, trust
+from benchcore.views import count_report, headroom, trust
 from frameworks import roofs
 
 from .backends import FRAMEWORKS, backend_for, require_framework
@@ -205,6 +205,8 @@ def summarize(report, started: float, written: List[Path]) -> None:
     trust_line = trust.sweep_line(ok, SUITE, PROG)
     if trust_line:
         print(trust_line, file=sys.stderr)
+    for line in headroom.console_notes(report):
+        say(f"warning: {line}")
     uncovered = report.extra.get("no_benchmark") or []
     if uncovered:
         say(f"{len(uncovered)} {'OpInfo entries' if report.settings.get('framework') == 'torch' else 'registered operator(s)'}"

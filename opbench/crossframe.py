@@ -219,6 +219,8 @@ class CrossframeSweep:
         for result in failed:
             print(f"  {result.spec.name} [{result.spec.params.get('variant')}]: {result.status}: {result.error}",
                   file=sys.stderr)
+        for line in headroom.console_notes(report):
+            print(f"{PROG}: warning: {line}", file=sys.stderr)
         print(f"{PROG}: wrote " + ", ".join(str(p) for p in written), file=sys.stderr)
 
     def announce_sides(self, request, reports) -> None:

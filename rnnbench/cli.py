@@ -28,7 +28,7 @@ from benchcore.cli.request import ab_from_namespace, from_namespace
 from benchcore.execute import valgrind
 from benchcore.measure import audit
 from benchcore.measure.instructions import ENGINE, INSTRUCTION_DEFAULTS, engine_of
-from benchcore.views import count_report, trust
+from benchcore.views import count_report, headroom, trust
 from frameworks import roofs
 
 from . import cases, views
@@ -255,6 +255,8 @@ class RunnerCommand(RunnerSweep):
     def summarize(self, request: RunnerRequest, report, written: List[Path], started: float) -> None:
         """The files written; without -o the report on stdout (JSON unless -f says), except
         where --print-json already writes there."""
+        for line in headroom.console_notes(report):
+            _err(f"{PROG}: warning: {line}")
         for path in written:
             _err(f"{PROG}: wrote {path}")
         stdout_formats = () if request.output_file or request.print_json else core_cli.parse_formats(

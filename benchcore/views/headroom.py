@@ -127,6 +127,15 @@ def roofs_line(framework: str, block: dict) -> str:
             f"bandwidth GB/s: {levels}{note}")
 
 
+def console_notes(report: Report) -> List[str]:
+    """What a user must hear about the roofs once, on the console: a cache re-taken (corrupt,
+    an older probe's or another machine's) and probes that failed."""
+    blocks = (report.extra or {}).get(ROOFS) or {}
+    return [f"roofs ({framework}): {block['note']}" for framework, block in blocks.items() if block.get("note")] + [
+        f"roofs ({framework}) not taken, so no % of roof: {block['reason']}" for framework, block in blocks.items()
+        if block.get("source") == "failed"]
+
+
 def phase_line(rank: int, phase: Phase) -> str:
     e = phase.efficiency
     where = f"{e.bound}-bound" + (f" at {e.level}" if e.level else "")

@@ -105,7 +105,7 @@ def test_compare_shows_each_case_phases_efficiency_before_and_after(sweeps):
     assert "## Efficiency" in text and "| Base % of roof" in text.replace("|   ", "| ")
 
 
-def test_a_corrupt_roof_cache_is_taken_again_and_said_once(tmp_path, monkeypatch):
+def test_a_corrupt_roof_cache_is_taken_again_and_said_once(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("OPBENCH_CACHE", str(tmp_path / "cache"))
     args = ["--ops", "relu", "--tiny", "-w", "1", "-r", "2", "--rounds", "1", "--no-isolation", "--no-audit",
             "--threads", "1", "-f", "json,md"]
@@ -113,11 +113,15 @@ def test_a_corrupt_roof_cache_is_taken_again_and_said_once(tmp_path, monkeypatch
     assert json.loads((tmp_path / "first.json").read_text())["extra"]["roofs"]["mxnet"]["source"] == "taken"
     [cached] = (tmp_path / "cache").glob("roofs-mxnet-*.json")
     cached.write_text("{not json")
+    capsys.readouterr()
     assert opbench([*args, "-o", str(tmp_path / "second.json")]) == 0
+    err = capsys.readouterr().err
+    assert err.count("are corrupt: taken again") == 1 and "opbench: warning: roofs (mxnet): the cached roofs" in err
     block = json.loads((tmp_path / "second.json").read_text())["extra"]["roofs"]["mxnet"]
     assert block["source"] == "taken" and block["note"] == f"the cached roofs {cached} are corrupt: taken again"
     assert (tmp_path / "second.md").read_text().count("are corrupt: taken again") == 1
     assert opbench([*args, "-o", str(tmp_path / "third.json")]) == 0
+    assert "roofs" not in capsys.readouterr().err
     block = json.loads((tmp_path / "third.json").read_text())["extra"]["roofs"]["mxnet"]
     assert block["source"] == "cached" and block["note"] is None
     assert block["roofs"]["fingerprint"] == json.loads(cached.read_text())["body"]["fingerprint"]
