@@ -206,7 +206,7 @@ class CrossframeSweep:
         return parts
 
     def to_markdown(self, report) -> str:
-        return "\n".join([to_markdown(report), *headroom.markdown(report, self.suite)])
+        return to_markdown(report)
 
     def announce(self, request, report) -> None:
         """Nothing before the outputs: the summary follows them."""
@@ -321,4 +321,4 @@ def to_markdown(report) -> str:
         lines += ["## Failures", "", tabulate([[r.spec.name, r.spec.params.get("variant"), r.status,
                                                 (r.error or "")[:200]] for r in failures],
                                               headers=["Operator", "Inputs", "Status", "Error"], tablefmt="github"), ""]
-    return "\n".join(lines)
+    return "\n".join(lines + headroom.markdown(report, backend_for("mxnet").suite))

@@ -92,7 +92,7 @@ class OperatorSweep:
         return parts
 
     def to_markdown(self, report) -> str:
-        return "\n".join([self.backend.to_markdown(report), *headroom.markdown(report, self.suite)])
+        return self.backend.to_markdown(report)
 
     def announce(self, request, report) -> None:
         """Nothing before the outputs: the summary (opbench.cli) follows them."""

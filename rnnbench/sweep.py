@@ -142,7 +142,7 @@ class RunnerSweep:
         return parts
 
     def to_markdown(self, report: Report) -> str:
-        return "\n".join([views.markdown_report(report), *headroom.markdown(report, SUITE)])
+        return views.markdown_report(report)
 
     def announce(self, request, report) -> None:
         """Nothing from the library; the command line prints (rnnbench.cli.RunnerCommand)."""

@@ -19,6 +19,7 @@ from benchcore.measure.measurement import NOISE_THRESHOLD, Measurement, round_si
 from benchcore.report.model import CaseResult, Report
 from benchcore.views import headroom, trust
 from benchcore.views.settings_table import settings_table
+from opbench.backends.mxnet.suite import SUITE
 from opbench.markdown import (
     MISSING,
     _fmt,
@@ -206,8 +207,8 @@ def to_markdown(report: Report) -> str:
     rounds = (settings.get("rounds") or {}).get("rounds", 1) > 1
     row, headers = (_python_row, PYTHON_HEADERS) if engine == "python" else (_native_row, NATIVE_HEADERS)
     efficiency = headroom.headers(ok)
-    headers = (headers + ["Noise"] + (_SPREAD_HEADERS[engine] if rounds else []) + (["Runs"] if adaptive else [])
-               + efficiency)
+    headers = (headers + ["Noise"] + (_SPREAD_HEADERS[engine] if rounds else []) + efficiency
+               + (["Runs"] if adaptive else []))
     parts = ["# Runtime Features", "", _features(report), "", "# Benchmark Results", ""]
     parts.append(f"Engine: {engine}; dtype {settings.get('dtype', '?')}; ctx {settings.get('ctx', '?')}; "
                  f"{_sampling_text(settings)}. "
@@ -226,7 +227,7 @@ def to_markdown(report: Report) -> str:
                     if m]
         parts += ["", *trust.section(measured, [r.metrics or {} for r in ok], settings, report.environment)]
         for name, members in _by_category(ok, report.extra.get("reported_category") or {}).items():
-            rows = [row(r, rounds) + ([_runs_cell(r)] if adaptive else []) + (headroom.cells(r) if efficiency else [])
+            rows = [row(r, rounds) + (headroom.cells(r) if efficiency else []) + ([_runs_cell(r)] if adaptive else [])
                     for r in members]
             parts += [f"## {name} ({len(members)})", "", _table(rows, headers), ""]
         if not ok:
@@ -250,4 +251,4 @@ def to_markdown(report: Report) -> str:
         parts += ["## Operators without a benchmark", "",
                   _table([[item.get("op"), item.get("reason", "")] for item in uncovered], ["Operator", "Reason"]),
                   ""]
-    return "\n".join(parts)
+    return "\n".join(parts + headroom.markdown(report, SUITE))

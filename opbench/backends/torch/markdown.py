@@ -10,6 +10,7 @@ from benchcore.report.figures import Timing
 from benchcore.report.model import CaseResult, Report
 from benchcore.views import headroom, trust
 from benchcore.views.settings_table import settings_table
+from opbench.backends.torch.suite import SUITE
 from opbench.markdown import MISSING, _fmt, _inputs_text, _noise, _round_spread, _sampling_text, _table, bimodal_texts
 
 HEADERS = ["Operator", "Category", "Inputs", "Fwd Median (ms)", "Fwd IQR (ms)", "Bwd Median (ms)", "Bwd IQR (ms)",
@@ -91,4 +92,4 @@ def to_markdown(report: Report) -> str:
         parts += ["## OpInfo entries without a benchmark", "",
                   _table([[i.get("op"), (i.get("reason") or "").replace("|", "\\|")] for i in uncovered],
                          ["Operator", "Reason"]), ""]
-    return "\n".join(parts)
+    return "\n".join(parts + headroom.markdown(report, SUITE))
