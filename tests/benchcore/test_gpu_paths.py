@@ -142,9 +142,9 @@ def test_an_older_driver_is_asked_for_its_clocks_throttle_reasons(tmp_path, monk
 
 
 def real_nvml():
-    """NVML's Python bindings (nvidia-ml-py's pynvml module, as ray carries it): the real constants
+    """NVML's Python bindings (nvidia-ml-py's pynvml module, the gpu extra): the real constants
     and functions, of which the ones that need a driver are replaced by each test."""
-    from ray._private.thirdparty.pynvml import pynvml
+    import pynvml
 
     return pynvml
 
