@@ -15,6 +15,10 @@ of alpha (benchcore.compare.sequential); the reports record the schedule (settin
 Where the planned rounds decide a quantity it gets no more rounds: the added time goes where
 the answer is still open, as Pinpoint adds attempts to the comparisons it cannot yet decide.
 
+What time leaves undecided after that, `--count-undecided` counts: the instructions of just those
+cases, both sides under valgrind (--engine instructions' settings), joined to each side's timings
+as `merge --both` joins them, so the Answer says what the counts say where time cannot.
+
 Output, in one folder: base.json and new.json (ordinary reports, each with its own side's
 environment), comparison.md and comparison.json.
 """
@@ -72,6 +76,9 @@ def add_ab_arguments(parser, default_dir: str) -> None:
     group.add_argument("--max-rounds", type=int, default=None, metavar="N",
                        help=f"the most rounds a side any case gets (default --rounds + {DEFAULT_EXTRA_ROUNDS}); fixed "
                             "before the run, as the error rates' schedule needs")
+    group.add_argument("--count-undecided", action="store_true",
+                       help="then count the instructions of the cases still undecided on time, both sides under "
+                            "valgrind (--cache-sim and --count-workers apply), and judge them on counts too")
     add_gate_arguments(group)
 
 
@@ -123,8 +130,7 @@ class AddedRounds:
         reports = stamped(self.reports_of(measured), self.looks)
         comparison = compare(reports["base"], reports["new"], self.suite, threshold=self.sides.threshold / 100,
                              alpha=self.sides.alpha, allow_env_mismatch=True, interleaved=True)
-        open_keys = {case.key for case in comparison.cases for m in case.metrics
-                     if m.verdict == "undecided" and m.basis == "rounds" and m.p_value is not None}
+        open_keys = undecided_cases(comparison, lambda m: m.basis == "rounds" and m.p_value is not None)
         quantities = sum(len(case.metrics) for case in comparison.cases)
         undecided = sum(m.verdict == "undecided" for case in comparison.cases for m in case.metrics)
         why_not = self._why_not(len(open_keys), now)
@@ -151,6 +157,11 @@ class AddedRounds:
         return None
 
 
+def undecided_cases(comparison, counts: Callable = lambda metric: True) -> set:
+    """The keys of the cases with a quantity undecided on time (of those `counts` accepts)."""
+    return {case.key for case in comparison.cases for m in case.metrics if m.verdict == "undecided" and counts(m)}
+
+
 def stamped(reports: Dict[str, Report], looks: Optional[Looks]) -> Dict[str, Report]:
     """Both sides' reports with the schedule of looks they were judged by (settings.sequential)."""
     if looks is not None:
@@ -173,9 +184,12 @@ def measure(suite: Suite, job, run_plan, request: SweepRequest, argv, extra: dic
 
 
 def plan(request: SweepRequest, suite: Suite) -> Dict[str, str]:
-    """Check the flags, both interpreters and the output folder before anything runs; side → python."""
+    """Check the flags, both interpreters, valgrind where counting is asked, and the output folder
+    before anything runs; side → python."""
     looks_for(request.rounds, request.ab)
     sides = request.ab
+    if sides.count_undecided:
+        check_counting(request, suite)
     pythons = {side: check_side_python(python, f"--{side}-python", suite)
                for side, python in zip(SIDES, (sides.base_python, sides.new_python))}
     folder = ensure_folder(sides.output_dir, "A/B output folder", "choose a writable folder")
@@ -183,6 +197,60 @@ def plan(request: SweepRequest, suite: Suite) -> Dict[str, str]:
         for name in OUTPUT_FILES:
             check_writable(folder / name, request.overwrite)
     return pythons
+
+
+def check_counting(request: SweepRequest, suite: Suite) -> None:
+    """--count-undecided confirms a timed A/B run: refused on a counted one, and where valgrind
+    or the --cache-sim geometry would stop the counting after the timing (valgrind.plan says how)."""
+    from benchcore.execute import valgrind
+    from benchcore.measure.instructions import ENGINE
+
+    if getattr(request, "engine", None) == ENGINE:
+        raise UsageError("--count-undecided counts the cases a timed ab leaves undecided; this ab counts every case "
+                         "already (--engine instructions): drop --count-undecided")
+    valgrind.plan(request.cache_sim, dict(suite.count_environment), request.count_workers)
+
+
+def counting_request(request: SweepRequest, runs: str = "runs", **pinned):
+    """The request that counts the cases `request` times: the instruction engine's defaults
+    (INSTRUCTION_DEFAULTS; `runs`: the suite's name for measured calls), no resume, and `pinned`:
+    what would otherwise change the cases under the engine (e.g. a size chosen per engine)."""
+    import dataclasses
+
+    from benchcore.measure.instructions import ENGINE
+    from benchcore.measure.instructions import INSTRUCTION_DEFAULTS as COUNTING
+
+    return dataclasses.replace(request, engine=ENGINE, warmup=COUNTING["warmup"], rounds=COUNTING["rounds"],
+                               threads=COUNTING["threads"], no_audit=COUNTING["no_audit"], resume=False,
+                               **{runs: COUNTING["runs"]}, **pinned)
+
+
+def confirm_by_counting(suite: Suite, request: SweepRequest, reports: Dict[str, Report],
+                        count: Callable[[set], Dict[str, Report]]) -> Dict[str, Report]:
+    """Each side's report with the instruction counts of the cases time leaves undecided
+    (`count`: their counted reports, side → Report), joined as `merge --both` joins them; the
+    timed reports as they are where nothing is undecided or the counting fails (said on stderr:
+    nothing timed is lost)."""
+    from benchcore.compare.verdicts import compare
+    from benchcore.report.merge import merge_kinds
+
+    comparison = compare(reports["base"], reports["new"], suite, threshold=request.ab.threshold / 100,
+                         alpha=request.ab.alpha, allow_env_mismatch=True, interleaved=True)
+    keys = undecided_cases(comparison)
+    say = lambda text: print(f"{suite.name}: {text}", file=sys.stderr)  # noqa: E731
+    if not keys:
+        say("--count-undecided: time decided every case; nothing to count")
+        return reports
+    say(f"--count-undecided: counting the instructions of the {len(keys)} case(s) undecided on time, both sides "
+        "under valgrind")
+    try:
+        counted = count(keys)
+    except UsageError as error:
+        say(f"warning: --count-undecided: the counting stopped ({error}); the comparison rests on time alone")
+        return reports
+    return {side: merge_kinds([reports[side], counted[side]], lambda result: bool(suite.timings(result)),
+                              sources=(f"{side}.json (timed)", f"{side}.json (counted)"))
+            for side in SIDES}
 
 
 def checkpoint_path(request: SweepRequest) -> Path:

@@ -34,6 +34,8 @@ class ABRequest:
     #: --budget as benchcore.cli.ab.budget parses it: ("s", seconds) or ("x", multiple); "2x" by default
     budget: Tuple[str, float] = ("x", 2.0)
     max_rounds: Optional[int] = None
+    #: --count-undecided: count the instructions of the cases time leaves undecided
+    count_undecided: bool = False
 
 
 @dataclass(frozen=True)

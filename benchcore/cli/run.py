@@ -85,6 +85,10 @@ class SweepHooks(Protocol):
     def announce_sides(self, request, reports: Dict[str, Report]) -> None:
         """`ab`'s console lines of each side's report, before the comparison."""
 
+    def counting(self, request):
+        """The request that counts the instructions of the cases `request` times (`ab
+        --count-undecided`; benchcore.cli.ab.counting_request)."""
+
 
 def run_record(request: SweepRequest, job: SweepJob, results: List[CaseResult], side: str = "") -> dict:
     """The report settings every sweep records the same way; a suite names those it keeps."""
@@ -171,8 +175,23 @@ def ab(request: SweepRequest, hooks: SweepHooks, argv: Sequence[str]) -> int:
 
     reports = sides.measure(hooks.suite, job, run_plan_from(request, ab=True), request, argv,
                             hooks.environment_extra(request, device), reports_of)
+    if request.ab.count_undecided:
+        reports = sides.confirm_by_counting(hooks.suite, request, reports,
+                                            lambda keys: count_cases(request, hooks, device, pythons, keys, argv))
     sides.warn_code_paths(hooks.prog, reports)
     hooks.announce_sides(request, reports)
     status = sides.finish(hooks.suite, reports, request)
     execute.remove_checkpoint(job.checkpoint)
     return status
+
+
+def count_cases(request: SweepRequest, hooks: SweepHooks, device: str, pythons: Dict[str, str], keys: set,
+                argv: Sequence[str]) -> Dict[str, Report]:
+    """Both sides' counted reports of the cases `keys` of an A/B run (`ab --count-undecided`)."""
+    counting = hooks.counting(request)
+    planned = hooks.plan(counting, device, None, pythons)
+    job = planned.job
+    job.specs = [spec for spec in job.specs if spec.key in keys]
+    measured = execute.measure(job, run_plan_from(counting, ab=True), hooks.prog, argv,
+                               hooks.environment_extra(counting, device))
+    return {side: report_of(counting, hooks, planned, {"": one}, {}, side) for side, one in measured.items()}

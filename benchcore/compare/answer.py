@@ -127,7 +127,20 @@ def answer(c: "Comparison", settings_diff: Optional[List[dict]] = None) -> Answe
         return Answer(_verdict(c, changed), [change_line(case.label, m) for case, m in changed], warnings,
                       settings_diff)
     verdict = _verdict(c, changed) + (f"; on instruction counts: {_count_tally(counted)}" if c.cases else "")
-    return Answer(verdict, _lines_of_both(c, counted), warnings, settings_diff)
+    return Answer(verdict + _undecided_on_counts(c, counted), _lines_of_both(c, counted), warnings, settings_diff)
+
+
+def _undecided_on_counts(c: "Comparison", counted: "CountComparison") -> str:
+    """What the counts say of the quantities time leaves undecided (`ab --count-undecided`
+    counts just those): the answer a reader came for, where time alone has none."""
+    counts = {(v.key, v.phase): v.verdict for v in counted.verdicts}
+    left = [counts.get((case.key, m.metric)) for case in c.cases for m in case.metrics if m.verdict == "undecided"]
+    told = [verdict for verdict in left if verdict is not None]
+    if not told:
+        return ""
+    tally = {name: told.count(name) for name in ("slower", "faster", "same")}
+    return (f"; of the {len(left)} undecided on time, the counts call {tally['slower']} slower, {tally['faster']} "
+            f"faster and {tally['same']} the same" + (f" ({len(left) - len(told)} not counted)" if len(told) < len(left) else ""))
 
 
 def _lines_of_both(c: "Comparison", counted: "CountComparison") -> List[str]:

@@ -101,6 +101,23 @@ def test_ab_refuses_an_environment_without_the_framework(tmp_path):
     one_line_error(proc, "opbench", "--base-python", "cannot import what opbench needs", "install mxnet")
 
 
+def test_count_undecided_is_refused_before_anything_runs_without_valgrind_or_on_a_counted_ab(tmp_path):
+    """Counting comes after the timing: a missing valgrind must stop the run before it, not after."""
+    env_path = tmp_path / "bin"
+    env_path.mkdir()
+    (env_path / "python").symlink_to(sys.executable)
+    no_valgrind = subprocess.run([sys.executable, "-m", "opbench", "ab", "--base-python", sys.executable,
+                                  "--new-python", sys.executable, *OPBENCH_FAST, "--count-undecided",
+                                  "--output-dir", str(tmp_path / "o")], cwd=tmp_path, capture_output=True, text=True,
+                                 timeout=300, env={"PATH": str(env_path), "HOME": str(tmp_path)})
+    one_line_error(no_valgrind, "opbench", "valgrind", "not on PATH")
+    counted = run("rnnbench", "ab", "--base-python", sys.executable, "--new-python", sys.executable, *RNN_FAST,
+                  "--engine", "instructions", "--count-undecided", "--output-dir", str(tmp_path / "r"), cwd=tmp_path)
+    one_line_error(counted, "rnnbench", "--count-undecided", "drop --count-undecided")
+    assert not (tmp_path / "o").exists() or not any((tmp_path / "o").iterdir())
+    assert not (tmp_path / "r").exists() or not any((tmp_path / "r").iterdir())
+
+
 @pytest.mark.parametrize("value,words", [("0", ["--rounds", "at least 1"]), ("x", ["--rounds", "not an integer"])])
 def test_bad_rounds_are_refused_before_anything_runs(tmp_path, value, words):
     one_line_error(run("opbench", "--ops", "round", "--rounds", value, "-o", "r.json", cwd=tmp_path), "opbench", *words)

@@ -175,3 +175,20 @@ def test_the_short_reason_of_an_undecided_quantity_says_what_would_decide_it():
     assert short_reason(undecided(4), 0.05) == "about 4 more round(s) a side would decide it"
     assert short_reason(undecided(400), 0.05) == "more than 30 more rounds: count instructions"
     assert short_reason(undecided(None), 0.05) == "more rounds cannot decide it: use ab, or count instructions"
+
+
+def test_the_verdict_says_what_the_counts_call_the_quantities_time_left_undecided():
+    """ab --count-undecided: of the undecided quantities, those counted are tallied by their count
+    verdict, those not counted are said; quantities decided on time are not in the tally."""
+    base, new = report([1.0] * 4), report([1.71, 1.0, 1.0, 1.0], seed=100)
+    c = compare(base, new, SUITE, interleaved=True)
+    for case in c.cases[1:]:
+        for m in case.metrics:
+            m.verdict = "undecided"
+    c = _counted(c, ("op1", "forward", 1.2, "slower"), ("op1", "backward", 1.0, "same"),
+                 ("op2", "forward", 1.0, "same"), ("op2", "backward", 0.8, "faster"))
+    assert c.cases[0].metrics[0].verdict == "slower"
+    assert answer(c).verdict.endswith("; of the 6 undecided on time, the counts call 1 slower, 1 faster and 2 the same "
+                                      "(2 not counted)")
+    only_decided_counted = _counted(c, ("op0", "forward", 1.6, "slower"))
+    assert "undecided on time" not in answer(only_decided_counted).verdict

@@ -5,6 +5,7 @@ counted sweep joined with a real timed one: test_instructions_valgrind.py."""
 
 import copy
 import json
+import re
 
 import jsonschema
 import pytest
@@ -88,8 +89,17 @@ def test_compare_judges_both_kinds_and_says_which_rests_on_what(reports, tmp_pat
         assert line.startswith("sum ") and "+3.0% instructions (counted): " in line
         assert line.endswith("undecided on time; +3.0% instructions (counted): the counts decide it") or \
             line.endswith("the same within ±5% (timed); +3.0% instructions (counted): they agree")
-    assert data["answer"]["verdict"].endswith("on instruction counts: 6 of 16 quantities slower, 0 faster, "
-                                              "10 the same within their bands")
+    assert ("on instruction counts: 6 of 16 quantities slower, 0 faster, 10 the same within their bands"
+            in data["answer"]["verdict"])
+    undecided = [line for line in changes if "undecided on time" in line]
+    tally = re.search(r"; of the (\d+) undecided on time, the counts call (\d+) slower, 0 faster and (\d+) the same$",
+                      data["answer"]["verdict"])
+    timed_undecided = sum(m["verdict"] == "undecided" for case in data["cases"] for m in case["metrics"])
+    if timed_undecided:
+        assert tally and int(tally[1]) == timed_undecided and int(tally[2]) == len(undecided)
+        assert int(tally[2]) + int(tally[3]) == timed_undecided  # every quantity counted
+    else:
+        assert tally is None and not undecided
     jsonschema.validate(data, schemas.load("comparison"))
     assert opbench(["compare", str(base), str(new)]) == 0
     out = capsys.readouterr().out
