@@ -138,7 +138,8 @@ def console_notes(report: Report) -> List[str]:
 
 def phase_line(rank: int, phase: Phase) -> str:
     e = phase.efficiency
-    where = f"{e.bound}-bound" + (f" at {e.level}" if e.level else "")
+    bound = f"{e.bound}-bound" if e.bound in ("memory", "compute") else "the bandwidth roof alone (no FLOP formula)"
+    where = bound + (f" at {e.level}" if e.level else "")
     return (f"{rank}. `{phase.label}` {e.phase}: {e.median_ms:.4g} ms, {e.to_win_ms:.4g} ms to win "
             f"({e.percent_of_roof:.3g}% of the roof, {e.roof_ms:.3g} ms at it; {where}; {_g(e.gb_per_s)} GB/s, "
             f"{_g(e.gflop_per_s)} GFLOP/s)")
