@@ -168,3 +168,12 @@ def test_the_coverage_script_lists_phases_above_their_roof_and_the_roofs_cost(sw
     assert re.search(r"^ +\d phases without a roof: roof probes off \(--roofs off\)$", done.stdout, re.M)
     bad = subprocess.run([*script, str(tmp_path / "absent.json")], capture_output=True, text=True)
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "does not exist" in bad.stderr
+
+
+def test_a_dtype_without_a_measured_peak_has_rates_but_no_roof_with_the_reason(tmp_path):
+    assert opbench(["--ops", "relu", "--dtype", "float16", "--tiny", "-w", "1", "-r", "2", "--rounds", "1",
+                    "--no-isolation", "--no-audit", "--threads", "1", "-o", str(tmp_path / "f16.json")]) == 0
+    phases = [e for r in Report.load(tmp_path / "f16.json").results for e in r.metrics["efficiency"].values()]
+    assert phases and all(e["gb_per_s"] and e["gflop_per_s"] is not None and e["percent_of_roof"] is None
+                          and e["to_win_ms"] is None for e in phases)
+    assert {e["reason"] for e in phases} == {F.NOT_MEASURED["float16"]}
