@@ -140,7 +140,8 @@ def build_parser(backend, ab: bool = False, engine: str = "") -> ArgumentParser:
     add_run_arguments(parser, rounds=DEFAULT_ROUNDS, memory_limit_gb=backend.memory_limit_gb,
                       memory_why=f" for --framework {backend.name}")
     add_audit_arguments(parser)
-    roofs.add_argument(parser)
+    if not ab:  # an ab side's roofs would be this interpreter's (docs/HEADROOM.md)
+        roofs.add_argument(parser)
     valgrind.add_arguments(parser)
     if engine == ENGINE:
         parser.set_defaults(**INSTRUCTION_DEFAULTS)

@@ -120,7 +120,8 @@ def _bench_parser(sub, ab: bool = False, engine: str = "") -> None:
     # benchcore's 600 s default, so a default CPU sweep would time out.
     core_cli.add_run_arguments(p, rounds=DEFAULT_ROUNDS, timeout_s=BENCH_TIMEOUT_S)
     core_cli.add_audit_arguments(p)
-    roofs.add_argument(p)
+    if not ab:  # an ab side's roofs would be this interpreter's (docs/HEADROOM.md)
+        roofs.add_argument(p)
     p.add_argument("--engine", default="python", choices=cases.ENGINES,
                    help="python: time each call (ms); instructions: count each call's instructions under valgrind "
                         "(docs/INSTRUCTIONS.md; defaults then --warmup 20 --nloops 3 --rounds 1 --threads 1 and no audit)")
