@@ -54,14 +54,19 @@ def test_the_add_probe_moves_the_bytes_it_counts():
     assert R.add_rate(16 * R.KIB, repeats=1) > 0
 
 
-@pytest.mark.parametrize("framework", F.FRAMEWORKS)
-def test_the_gemm_probe_is_a_product_in_the_frameworks_own_call(framework):
-    call, sync = F.gemm_call(framework, "float64", 8, "cpu")
+@pytest.mark.parametrize("framework, path", [(f, p) for f in F.FRAMEWORKS for p in F.GEMM_PATHS[f]])
+def test_each_gemm_probe_is_a_product_in_the_frameworks_own_call(framework, path):
+    call, sync = F.gemm_call(framework, "float32", 8, "cpu", path)
     out = call()
     sync()
     values = out.asnumpy() if framework == "mxnet" else out.numpy()
     assert values.shape == (8, 8) and np.abs(values).sum() > 0
     assert R.gemm_rate(call, 8, sync) > 0
+
+
+def test_the_peak_is_the_best_of_the_paths_and_says_which():
+    rate, best = F.peak_rate("mxnet", "float32", (16,), "cpu")
+    assert rate > 0 and best in ("dot 16^3", "FullyConnected 16^3")
 
 
 @pytest.fixture
@@ -101,7 +106,7 @@ def test_a_corrupt_or_foreign_cache_is_taken_again_and_said_once(tiny_cache, env
     _, note = F.obtain("torch", environment)
     assert note == f"the cached roofs {path} are another machine's (fingerprint 0123456789abcdef): taken again"
     cache.write(path, F.KIND, {**found.to_dict(), "version": 0})
-    assert "unreadable (ValueError: roofs version 0, not 1)" in F.obtain("torch", environment)[1]
+    assert f"unreadable (ValueError: roofs version 0, not {R.VERSION})" in F.obtain("torch", environment)[1]
 
 
 def test_the_mxnet_roofs_are_taken_with_mxnets_dot(tiny_cache):
