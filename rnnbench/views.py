@@ -10,11 +10,11 @@ from typing import Dict, List, Optional
 
 from benchcore.measure import audit, steady
 from benchcore.measure.measurement import Measurement
+from benchcore.suite import declared
 from benchcore.views import headroom, trust
 from benchcore.views.settings_table import settings_table
 
 from .cases import GROUP_LSTM, GROUP_RESNET, GROUP_TITLES, GROUP_VL_LSTM
-from .suite import SUITE
 
 # --------------------------------------------------------------------------------------------
 # Rendering (parent side). Each function returns text; the CLI prints it.
@@ -207,4 +207,4 @@ def markdown_report(report) -> str:
         lines += markdown_section(report.results, lambda r: r.spec.name, report.settings["valgrind"])
     lines += audit.markdown_section([(r.spec.name, r.metrics or {}) for r in report.results if r.ok],
                                     audited=(report.settings or {}).get("audit") is not False)
-    return "\n".join(lines + headroom.markdown(report, SUITE))
+    return "\n".join(lines + headroom.markdown(report, declared(report.suite)))  # rnnbench.suite imports this module
