@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Dict, List
 
+from benchcore.report.efficiency import NO_EFFICIENCY
 from benchcore.report.model import CaseResult
 
 #: the figures compared, per side
@@ -29,7 +30,7 @@ def changes(pairs: List[tuple]) -> List[dict]:
         b, n = _stored(base), _stored(new)
         for phase in [p for p in ("forward", "backward") if p in b or p in n]:
             bp, np_ = b.get(phase) or {}, n.get(phase) or {}
-            reasons = [f"{side}: {data.get('reason') or 'no efficiency in this report'}"
+            reasons = [f"{side}: {data.get('reason') or NO_EFFICIENCY}"
                        for side, data in (("base", bp), ("new", np_)) if not data or data.get("reason")]
             found.append({"key": base.spec.key, "label": label, "phase": phase,
                           **{f"base_{f}": bp.get(f) for f in FIGURES}, **{f"new_{f}": np_.get(f) for f in FIGURES},

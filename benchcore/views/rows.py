@@ -17,6 +17,7 @@ import io
 import json
 from typing import TYPE_CHECKING, Dict, Iterable, List, Optional
 
+from benchcore.report.efficiency import NO_EFFICIENCY
 from benchcore.suite import declared
 from benchcore.views.headline import Headline, headlines
 
@@ -96,7 +97,7 @@ def _figure_columns(h: Optional[Headline]) -> dict:
 
 def _efficiency_columns(stored: Optional[dict]) -> dict:
     found = {column: (stored or {}).get(column) for column in EFFICIENCY_COLUMNS[:-1]}
-    reason = (stored or {}).get("reason") if stored else "no efficiency in this report (roofs off, or an older report)"
+    reason = stored.get("reason") if stored else NO_EFFICIENCY
     return {**found, "efficiency_reason": reason or ""}
 
 
