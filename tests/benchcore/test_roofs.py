@@ -154,5 +154,5 @@ def test_the_roofs_script_prints_the_roofs_and_the_sanity_checks(tiny_cache):
     assert done.returncode in (0, 1), done.stderr  # 1: a target missed, which toy-sized roofs may
     out = done.stdout
     assert "roofs of torch on cpu, threads 1" in out and "peak float16  null: no peak measured for float16" in out
-    assert "1024^3 float32 GEMM (torch): " in out and "of the FLOP roof (target >= 70%: " in out
+    assert "1024^3 float32 GEMM (torch mm): " in out and "of the FLOP roof (target >= 70%: " in out
     assert "read back from the cache in " in out and "of a 100 s sweep (target <= 3%: " in out
