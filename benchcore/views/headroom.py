@@ -162,7 +162,8 @@ def markdown(report: Report, suite: Suite) -> List[str]:
     lines += [phase_line(i, p) for i, p in enumerate(top, 1)] or ["(none has a roof: see each case's efficiency reason)"]
     over = above_roof(found)
     if over:
-        lines += ["", f"Above {ABOVE_ROOF:.0f}% of the roof (a wrong formula or roof): "
+        lines += ["", f"Above {ABOVE_ROOF:.0f}% of the roof (a wrong FLOP or byte formula, or roofs taken while the "
+                  "machine was busy: take them again on a quiet one with --roofs retake): "
                   + "; ".join(f"`{p.label}` {p.efficiency.phase} {p.efficiency.percent_of_roof:.0f}%" for p in over)]
     if chart.get("path"):
         lines += ["", f"![roofline]({chart['path']})"]
