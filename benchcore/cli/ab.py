@@ -208,6 +208,9 @@ def check_counting(request: SweepRequest, suite: Suite) -> None:
     if getattr(request, "engine", None) == ENGINE:
         raise UsageError("--count-undecided counts the cases a timed ab leaves undecided; this ab counts every case "
                          "already (--engine instructions): drop --count-undecided")
+    if request.shard:
+        raise UsageError("--count-undecided joins counts to a whole A/B run's reports, as merge --both does; drop "
+                         "--shard (or drop --count-undecided, and merge --both the shard's counts by hand)")
     valgrind.plan(request.cache_sim, dict(suite.count_environment), request.count_workers)
 
 
@@ -245,12 +248,12 @@ def confirm_by_counting(suite: Suite, request: SweepRequest, reports: Dict[str, 
         "under valgrind")
     try:
         counted = count(keys)
+        return {side: merge_kinds([reports[side], counted[side]], lambda result: bool(suite.timings(result)),
+                                  sources=(f"{side}.json (timed)", f"{side}.json (counted)"))
+                for side in SIDES}
     except UsageError as error:
         say(f"warning: --count-undecided: the counting stopped ({error}); the comparison rests on time alone")
         return reports
-    return {side: merge_kinds([reports[side], counted[side]], lambda result: bool(suite.timings(result)),
-                              sources=(f"{side}.json (timed)", f"{side}.json (counted)"))
-            for side in SIDES}
 
 
 def checkpoint_path(request: SweepRequest) -> Path:

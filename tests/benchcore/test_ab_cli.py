@@ -114,8 +114,12 @@ def test_count_undecided_is_refused_before_anything_runs_without_valgrind_or_on_
     counted = run("rnnbench", "ab", "--base-python", sys.executable, "--new-python", sys.executable, *RNN_FAST,
                   "--engine", "instructions", "--count-undecided", "--output-dir", str(tmp_path / "r"), cwd=tmp_path)
     one_line_error(counted, "rnnbench", "--count-undecided", "drop --count-undecided")
+    shard = run("opbench", "ab", "--base-python", sys.executable, "--new-python", sys.executable, *OPBENCH_FAST,
+                "--shard", "1/2", "--count-undecided", "--output-dir", str(tmp_path / "s"), cwd=tmp_path)
+    one_line_error(shard, "opbench", "--count-undecided", "drop --shard")
     assert not (tmp_path / "o").exists() or not any((tmp_path / "o").iterdir())
-    assert not (tmp_path / "r").exists() or not any((tmp_path / "r").iterdir())
+    for folder in ("r", "s"):
+        assert not (tmp_path / folder).exists() or not any((tmp_path / folder).iterdir())
 
 
 @pytest.mark.parametrize("value,words", [("0", ["--rounds", "at least 1"]), ("x", ["--rounds", "not an integer"])])
