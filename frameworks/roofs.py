@@ -1,5 +1,5 @@
-"""The machine's roofs (benchcore.measure.roofs) taken with a framework's own GEMM, once per
-machine fingerprint, and cached.
+"""The machine's roofs (benchcore.measure.roofs) taken with a framework's own GEMM and
+elementwise add at the sweep's threads, once per machine fingerprint, and cached.
 
 Why a process of its own: the probes set the framework's threads and import it, which a sweep's
 parent must not do (a worker's timings must not depend on what the parent loaded), and a
@@ -45,6 +45,8 @@ TINY_ENV = "OPBENCH_TINY"
 ROOFS_TINY_ENV = "OPBENCH_ROOFS_TINY"
 TINY_GEMM_N = 64
 TINY_LARGEST = 256 * R.KIB
+#: and move this much a timed call of the framework's add (R.BYTES_PER_CALL at full size)
+TINY_BYTES_PER_CALL = 4 * R.MIB
 
 
 def tiny() -> bool:
@@ -93,25 +95,69 @@ def peak_rate(framework: str, dtype: str, sizes, device: str) -> Tuple[float, st
     return max(found)
 
 
-def device_add_rate(device: str) -> Callable[[int], float]:
-    """The bandwidth probe on a CUDA device: torch's add of a source into an accumulator, in
-    place, several times a call (the same bytes as benchcore.measure.roofs.add_rate counts)."""
+def add_call(framework: str, n: int, device: str) -> Tuple[Callable[[], object], Callable[[], None]]:
+    """The framework's own elementwise add of an n-element float32 source into an accumulator,
+    in place (MXNet: elemwise_add into out=, the accumulator), and the sync that ends it."""
+    if framework == "mxnet":
+        import mxnet as mx
+
+        ctx = mx.gpu(int(device.partition(":")[2] or 0)) if device.startswith("cuda") else mx.cpu()
+        source, accumulator = mx.nd.ones(n, ctx=ctx), mx.nd.zeros(n, ctx=ctx)
+        return lambda: mx.nd.elemwise_add(accumulator, source, out=accumulator), mx.nd.waitall
     import torch
+
+    source, accumulator = torch.ones(n, device=device), torch.zeros(n, device=device)
+    sync = (lambda: torch.cuda.synchronize(device)) if device.startswith("cuda") else (lambda: None)
+    return lambda: accumulator.add_(source), sync
+
+
+def add_rate(framework: str, device: str) -> Callable[[int], float]:
+    """The bandwidth probe by the framework's own add (add_call) at the threads it was given:
+    several adds a timed call, each reading the source and reading and writing the accumulator."""
 
     def rate(working_set: int) -> float:
         n = max(1, working_set // 8)  # float32: a source and an accumulator
-        rows = max(2, R.BYTES_PER_CALL // working_set)
-        source, accumulator = torch.ones(n, device=device), torch.zeros(n, device=device)
+        rows = max(2, (TINY_BYTES_PER_CALL if tiny() else R.BYTES_PER_CALL) // working_set)
+        add, sync = add_call(framework, n, device)
 
         def call():
-            accumulator.copy_(source)
-            for _ in range(rows - 1):
-                accumulator.add_(source)
+            for _ in range(rows):
+                add()
 
-        seconds = R.best_seconds(call, lambda: torch.cuda.synchronize(device))
-        return (2 + 3 * (rows - 1)) * n * 4 / seconds
+        return 3 * rows * n * 4 / R.best_seconds(call, sync)
 
     return rate
+
+
+def add_path(framework: str) -> str:
+    """The bandwidth probe's path and the threads it ran at, as the roofs' notes say them."""
+    if framework == "mxnet":
+        threads = os.environ.get("OMP_NUM_THREADS")
+        return f"mxnet elemwise_add (OMP_NUM_THREADS={threads})" if threads else \
+            "mxnet elemwise_add (MXNet's default OpenMP threads: OMP_NUM_THREADS unset)"
+    import torch
+
+    return f"torch add_ (threads {torch.get_num_threads()})"
+
+
+def bandwidth_probes(framework: str, device: str) -> Dict[str, Callable[[int], float]]:
+    """The probes whose best rate is each working set's: the framework's add at the sweep's
+    threads, and on the CPU numpy's one-thread add too, which has no per-call cost (a framework's
+    call on a small working set times mostly its own overhead)."""
+    probes = {add_path(framework): add_rate(framework, device)}
+    if not device.startswith("cuda"):
+        probes["numpy add.reduce (threads 1)"] = R.add_rate
+    return probes
+
+
+def curve_note(curve, probes) -> str:
+    """Which probes took the curve, and which working sets each one's rate is."""
+    spans: Dict[str, list] = {probe: [] for probe in probes}
+    for point in curve:
+        spans[point.probe].append(point.working_set_bytes)
+    return "bandwidth: the best of " + " and ".join(probes) + " at each working set; " + "; ".join(
+        f"{probe}: {R.size_text(min(sizes))} to {R.size_text(max(sizes))} ({len(sizes)})" if sizes else f"{probe}: none"
+        for probe, sizes in spans.items())
 
 
 def device_spec(device: str) -> dict:
@@ -159,9 +205,10 @@ def take(framework: str, device: str, threads: Optional[int], fingerprint: str) 
         notes.append(f"{dtype} peak from {best}")
     on_device = device.startswith("cuda")
     caches = {"L1": None, "L2": device_spec(device)["l2_bytes"], "LLC": None} if on_device else R.cache_sizes()
-    rate = device_add_rate(device) if on_device else R.add_rate
     working_sets = [s for s in R.working_sets(caches) if s <= TINY_LARGEST] if tiny() else R.working_sets(caches)
-    curve = R.bandwidth_curve(working_sets, rate)
+    probes = bandwidth_probes(framework, device)
+    curve = R.bandwidth_curve(working_sets, probes)
+    notes += [curve_note(curve, probes), R.level_note(curve, caches)]
     return R.Roofs(framework=framework, device=device, threads=threads, fingerprint=fingerprint, flops_per_s=flops,
                    flops_reasons=dict(NOT_MEASURED), gemm_n=max(max(ns) for ns in sizes.values()), bandwidth=curve,
                    cache_bytes=caches, taken_at=time.strftime("%Y-%m-%dT%H:%M:%S%z"),

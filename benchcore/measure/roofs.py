@@ -24,7 +24,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 from benchcore.measure.timers import PerfCounterTimer
 
 #: bump when a probe changes: roofs of different versions are taken again
-VERSION = 2
+VERSION = 3
 KIB, MIB, GIB = 1 << 10, 1 << 20, 1 << 30
 SMALLEST = 16 * KIB
 LARGEST = 1 * GIB
@@ -34,12 +34,16 @@ REPEATS = 3
 LEVELS = ("L1", "L2", "LLC", "DRAM")
 #: DRAM is read off working sets at least this many times the last-level cache
 DRAM_FACTOR = 2
+#: a working set is at DRAM's level when its rate is within this factor of the largest one's
+DRAM_BAND = 1.25
 
 
 @dataclass(frozen=True)
 class Point:
     working_set_bytes: int
     bytes_per_s: float
+    #: the probe that gave the rate (the better of the framework's add and numpy's)
+    probe: str = ""
 
 
 @dataclass
@@ -56,7 +60,8 @@ class Roofs:
     #: the largest probe GEMM's n (the peak is the best rate of the sizes the probe takes)
     gemm_n: int
     bandwidth: List[Point]
-    #: cache sizes the plateaus were cut at (bytes), None where the machine does not say
+    #: cache sizes as sysfs (or the device) says them (bytes), None where it does not; the
+    #: plateaus are cut at `levels()`, these unless the curve shows less
     cache_bytes: Dict[str, Optional[int]]
     taken_at: str
     took_s: float
@@ -70,17 +75,20 @@ class Roofs:
         value = self.flops_per_s.get(dtype)
         return value, None if value else self.flops_reasons.get(dtype, f"no peak measured for {dtype}")
 
+    def levels(self) -> Dict[str, Optional[int]]:
+        return levels(self.bandwidth, self.cache_bytes)
+
     def plateaus(self) -> Dict[str, Optional[float]]:
-        return plateaus(self.bandwidth, self.cache_bytes)
+        return plateaus(self.bandwidth, self.levels())
 
     def bandwidth_for(self, working_set_bytes: int) -> Tuple[Optional[float], str]:
         """The plateau of the smallest level the working set fits in, and that level's name."""
-        level = level_of(working_set_bytes, self.cache_bytes)
+        level = level_of(working_set_bytes, self.levels())
         return self.plateaus()[level], level
 
     def to_dict(self) -> dict:
         found = asdict(self)
-        found["plateaus"] = self.plateaus()
+        found["levels"], found["plateaus"] = self.levels(), self.plateaus()
         return found
 
     @classmethod
@@ -88,8 +96,9 @@ class Roofs:
         """A recorded roofs block; ValueError (or KeyError, TypeError) for one that is not."""
         if data.get("version") != VERSION:
             raise ValueError(f"roofs version {data.get('version')!r}, not {VERSION}")
-        body = {k: v for k, v in data.items() if k != "plateaus"}
-        body["bandwidth"] = [Point(int(p["working_set_bytes"]), float(p["bytes_per_s"])) for p in data["bandwidth"]]
+        body = {k: v for k, v in data.items() if k not in ("levels", "plateaus")}
+        body["bandwidth"] = [Point(int(p["working_set_bytes"]), float(p["bytes_per_s"]), p.get("probe", ""))
+                             for p in data["bandwidth"]]
         return cls(**body)
 
 
@@ -121,6 +130,43 @@ def level_of(working_set: int, caches: Dict[str, Optional[int]]) -> str:
         if caches.get(level) and working_set <= caches[level]:
             return level
     return "DRAM"
+
+
+def dram_level_from(points: Sequence[Point], caches: Dict[str, Optional[int]]) -> Optional[int]:
+    """The smallest working set from which every probed one is at DRAM's level (within
+    DRAM_BAND of the largest working set's rate); None unless the largest is past every cache
+    sysfs names (only then is its rate DRAM's: toy-sized curves stop inside the caches)."""
+    ordered = sorted(points, key=lambda p: p.working_set_bytes)
+    if not ordered or ordered[-1].working_set_bytes <= max((size or 0 for size in caches.values()), default=0):
+        return None
+    ceiling = DRAM_BAND * ordered[-1].bytes_per_s
+    start = len(ordered) - 1
+    while start > 0 and ordered[start - 1].bytes_per_s <= ceiling:
+        start -= 1
+    return ordered[start].working_set_bytes
+
+
+def levels(points: Sequence[Point], caches: Dict[str, Optional[int]]) -> Dict[str, Optional[int]]:
+    """The cache sizes the plateaus are cut at: sysfs's, each capped where the curve reaches
+    DRAM's level (a working set there is read as a cache's only up to that size: past it, the
+    curve says the data comes from DRAM whatever sysfs says)."""
+    top = dram_level_from(points, caches)
+    return {level: min(size, top) if size and top else size for level, size in caches.items()}
+
+
+def level_note(points: Sequence[Point], caches: Dict[str, Optional[int]]) -> str:
+    """Which cache sizes came from sysfs and which from the curve: a line for the roofs' notes."""
+    cut = levels(points, caches)
+    named = ", ".join(f"{level} {size_text(size)}" for level, size in caches.items() if size) or "none"
+    changed = [f"{level} {size_text(cut[level])}" for level, size in caches.items() if size and cut[level] != size]
+    if not changed:
+        return f"cache levels from sysfs: {named}"
+    return (f"cache levels: {', '.join(changed)} from the curve (past that it is within {DRAM_BAND:g}x of the largest "
+            f"working set's rate, DRAM's level); sysfs says {named}")
+
+
+def size_text(size: int) -> str:
+    return f"{size // MIB} MiB" if size >= MIB and size % MIB == 0 else f"{size // KIB} KiB"
 
 
 def plateaus(points: Sequence[Point], caches: Dict[str, Optional[int]]) -> Dict[str, Optional[float]]:
@@ -170,8 +216,10 @@ def add_rate(working_set: int, repeats: int = REPEATS) -> float:
     return (2 + 3 * (rows - 1)) * n * 8 / seconds
 
 
-def bandwidth_curve(sizes: Sequence[int], rate: Callable[[int], float] = add_rate) -> List[Point]:
-    return [Point(size, rate(size)) for size in sizes]
+def bandwidth_curve(sizes: Sequence[int], probes: Dict[str, Callable[[int], float]]) -> List[Point]:
+    """Each working set's best rate of the probes (name: rate of a working set), and which gave it."""
+    return [max((Point(size, rate(size), name) for name, rate in probes.items()), key=lambda p: p.bytes_per_s)
+            for size in sizes]
 
 
 def gemm_rate(call: Callable[[], object], n: int, sync: Callable[[], None] = lambda: None) -> float:

@@ -58,3 +58,15 @@ def test_without_roofs_or_a_time_the_figures_say_why():
     unknown = of_phase(Work("forward", None, None, "bytes unknown: no element size for dtype x"), 0.01, "float32", ROOFS)
     assert unknown.gb_per_s is None and unknown.level is None and unknown.percent_of_roof is None
     assert unknown.reason == "bytes unknown: no element size for dtype x"
+
+
+def test_a_working_set_past_where_the_curve_reaches_dram_reads_against_dram_whatever_sysfs_says():
+    # sysfs: a 480 MiB LLC; the curve: 40 GB/s at 4 MiB, DRAM's 10 GB/s from 64 MiB on
+    roofs = R.Roofs(framework="torch", device="cpu", threads=2, fingerprint="f", flops_per_s={"float32": 200e9},
+                    flops_reasons={}, gemm_n=64, bandwidth=[R.Point(4 * R.MIB, 40e9), R.Point(64 * R.MIB, 10e9),
+                                                            R.Point(R.GIB, 10e9)],
+                    cache_bytes={"L1": 32 * R.KIB, "L2": R.MIB, "LLC": 480 * R.MIB}, taken_at="now", took_s=1.0)
+    add = Work("forward", bytes=3 * 100 * R.MIB, flops=100 * R.MIB // 4)  # a 3 x 100 MiB add at 10 GB/s
+    e = of_phase(add, add.bytes / 10e9 * 1e3, "float32", roofs)
+    assert e.level == "DRAM" and e.bandwidth_gb_per_s == pytest.approx(10)
+    assert e.percent_of_roof == pytest.approx(100)  # against sysfs's LLC (40 GB/s) it would read 25%

@@ -1,5 +1,6 @@
-"""The machine's roofs: the probes compute what they claim (a GEMM, an add), the plateaus come
-from the curve by cache level, and frameworks.roofs takes them once per fingerprint, in a process
+"""The machine's roofs: the probes compute what they claim (a GEMM, an add, each in the
+framework's own call at the threads asked), the plateaus come from the curve by cache level (cut
+where the curve reaches DRAM's level, below what sysfs says), and frameworks.roofs takes them once per fingerprint, in a process
 of its own, at toy sizes here (OPBENCH_TINY), and takes them again when asked, when the cached
 file is corrupt or another machine's (said once); CUDA is refused on a machine without it."""
 
@@ -27,6 +28,49 @@ def test_each_level_is_the_best_rate_of_the_working_sets_it_holds():
     assert R.plateaus(points, CACHES) == {"L1": 320.0, "L2": 150.0, "LLC": 45.0, "DRAM": 10.0}
     assert R.level_of(R.MIB, CACHES) == "L2" and R.level_of(R.GIB, CACHES) == "DRAM"
     assert R.plateaus(points[:2], CACHES)["DRAM"] is None
+
+
+#: this VM's curve (numpy, one thread, 2026-12-05): sysfs says a 480 MiB LLC, the rate is at
+#: DRAM's level from 256 MiB
+VM_CACHES = {"L1": 48 * R.KIB, "L2": 2 * R.MIB, "LLC": 480 * R.MIB}
+VM_CURVE = [R.Point(size * R.KIB, rate * 1e9) for size, rate in (
+    (16, 270.1), (32, 295.9), (64, 179.0), (256, 135.7), (1024, 128.5), (2048, 73.6), (4096, 40.5), (16384, 33.9),
+    (65536, 22.2), (131072, 13.7), (262144, 11.2), (524288, 10.8), (1048576, 10.7))]
+
+
+def test_a_last_level_cache_the_curve_does_not_show_ends_where_the_curve_reaches_dram():
+    assert R.dram_level_from(VM_CURVE, VM_CACHES) == 256 * R.MIB  # 13.7 at 128 MiB is over 1.25 x 10.7
+    assert R.levels(VM_CURVE, VM_CACHES) == {"L1": 48 * R.KIB, "L2": 2 * R.MIB, "LLC": 256 * R.MIB}
+    found = R.Roofs("torch", "cpu", 2, "f", {"float32": 1e11}, {}, 64, VM_CURVE, VM_CACHES, "now", 1.0)
+    # DRAM from twice the cut: 512 MiB and 1 GiB; the LLC's best stays the 4 MiB point
+    assert found.plateaus() == pytest.approx({"L1": 295.9e9, "L2": 179e9, "LLC": 40.5e9, "DRAM": 10.8e9})
+    assert found.bandwidth_for(300 * R.MIB) == (pytest.approx(10.8e9), "DRAM")  # sysfs alone: the LLC's 40.5 GB/s
+    assert found.bandwidth_for(200 * R.MIB) == (pytest.approx(40.5e9), "LLC")
+    assert found.to_dict()["levels"]["LLC"] == 256 * R.MIB and R.Roofs.from_dict(found.to_dict()) == found
+    assert R.level_note(VM_CURVE, VM_CACHES) == (
+        "cache levels: LLC 256 MiB from the curve (past that it is within 1.25x of the largest working set's rate, "
+        "DRAM's level); sysfs says L1 48 KiB, L2 2 MiB, LLC 480 MiB")
+
+
+def test_sysfs_levels_stand_where_the_curve_agrees_or_cannot_say():
+    # the last point past the LLC and the rate falling only there: sysfs's sizes
+    agrees = [R.Point(R.MIB, 100e9), R.Point(8 * R.MIB, 50e9), R.Point(64 * R.MIB, 10e9)]
+    assert R.levels(agrees, CACHES) == CACHES
+    assert R.level_note(agrees, CACHES) == "cache levels from sysfs: L1 32 KiB, L2 1 MiB, LLC 8 MiB"
+    # a toy curve stops inside the caches: its largest rate is no DRAM's, nothing is cut
+    toy = [R.Point(16 * R.KIB, 300e9), R.Point(128 * R.KIB, 130e9), R.Point(256 * R.KIB, 130e9)]
+    assert R.dram_level_from(toy, CACHES) is None and R.levels(toy, CACHES) == CACHES
+    assert R.levels([], CACHES) == CACHES
+
+
+def test_each_working_set_takes_the_best_probe_and_names_it():
+    probes = {"framework": lambda size: 3.0 if size > R.MIB else 1.0, "numpy": lambda size: 2.0}
+    assert R.bandwidth_curve([64 * R.KIB, 4 * R.MIB], probes) == [R.Point(64 * R.KIB, 2.0, "numpy"),
+                                                                  R.Point(4 * R.MIB, 3.0, "framework")]
+    curve = R.bandwidth_curve([64 * R.KIB, 4 * R.MIB], probes)
+    assert F.curve_note(curve, probes) == ("bandwidth: the best of framework and numpy at each working set; "
+                                           "framework: 4 MiB to 4 MiB (1); numpy: 64 KiB to 64 KiB (1)")
+    assert F.curve_note(curve[:1], probes).endswith("framework: none; numpy: 64 KiB to 64 KiB (1)")
 
 
 def test_working_sets_reach_past_twice_the_last_level_cache():
@@ -69,6 +113,19 @@ def test_the_peak_is_the_best_of_the_paths_and_says_which():
     assert rate > 0 and best in ("dot 16^3", "FullyConnected 16^3")
 
 
+@pytest.mark.parametrize("framework", F.FRAMEWORKS)
+def test_the_bandwidth_probe_is_an_in_place_add_in_the_frameworks_own_call(framework, monkeypatch):
+    monkeypatch.setenv(F.ROOFS_TINY_ENV, "1")
+    add, sync = F.add_call(framework, 8, "cpu")
+    add()
+    out = add()
+    sync()
+    values = out.asnumpy() if framework == "mxnet" else out.numpy()
+    assert values.tolist() == [2.0] * 8  # the accumulator read and written: zeros + ones + ones
+    assert F.add_rate(framework, "cpu")(16 * R.KIB) > 0
+    assert list(F.bandwidth_probes(framework, "cpu"))[1] == "numpy add.reduce (threads 1)"
+
+
 @pytest.fixture
 def tiny_cache(tmp_path, monkeypatch):
     monkeypatch.setenv(cache.CACHE_ENV, str(tmp_path))
@@ -95,6 +152,16 @@ def test_roofs_are_taken_once_per_fingerprint_and_again_when_asked(tiny_cache, e
     assert other.fingerprint != first.fingerprint and len(list(tiny_cache.glob("roofs-torch-cpu-*-tiny.json"))) == 2
 
 
+def test_the_curve_is_taken_by_torchs_add_at_the_threads_asked(tiny_cache, environment):
+    for threads in (1, 2):
+        found, _ = F.obtain("torch", environment, threads=threads)
+        assert found.threads == threads
+        assert found.notes[2].startswith(f"bandwidth: the best of torch add_ (threads {threads}) and numpy add.reduce "
+                                         "(threads 1) at each working set; ")
+        assert {p.probe for p in found.bandwidth} <= {f"torch add_ (threads {threads})", "numpy add.reduce (threads 1)"}
+        assert found.notes[3].startswith("cache levels")  # toy curves stop inside the caches
+
+
 def test_a_corrupt_or_foreign_cache_is_taken_again_and_said_once(tiny_cache, environment):
     first, _ = F.obtain("torch", environment)
     path = F.cache_path("torch", "cpu", first.fingerprint)
@@ -109,10 +176,11 @@ def test_a_corrupt_or_foreign_cache_is_taken_again_and_said_once(tiny_cache, env
     assert f"unreadable (ValueError: roofs version 0, not {R.VERSION})" in F.obtain("torch", environment)[1]
 
 
-def test_the_mxnet_roofs_are_taken_with_mxnets_dot(tiny_cache):
+def test_the_mxnet_roofs_are_taken_with_mxnets_dot_and_add(tiny_cache):
     environment = collect("opbench", argv=[], collectors=("frameworks.mxnet:collect",))
     found, _ = F.obtain("mxnet", environment, threads=1)
     assert found.framework == "mxnet" and found.flops_per_s["float32"] > 0
+    assert found.notes[2].startswith("bandwidth: the best of mxnet elemwise_add (OMP_NUM_THREADS=1) and numpy ")
 
 
 def test_cuda_is_refused_in_one_line_where_torch_sees_none(tiny_cache, environment):
@@ -153,6 +221,7 @@ def test_the_roofs_script_prints_the_roofs_and_the_sanity_checks(tiny_cache):
     done = subprocess.run([sys.executable, str(script), "--sweep-s", "100"], capture_output=True, text=True, timeout=600)
     assert done.returncode in (0, 1), done.stderr  # 1: a target missed, which toy-sized roofs may
     out = done.stdout
-    assert "roofs of torch on cpu, threads 1" in out and "peak float16  null: no peak measured for float16" in out
+    assert "roofs of torch on cpu, threads default" in out and "peak float16  null: no peak measured for float16" in out
+    assert "  bandwidth: the best of torch add_ (threads " in out and "  cache levels from sysfs: " in out
     assert "1024^3 float32 GEMM (torch mm): " in out and "of the FLOP roof (target >= 70%: " in out
     assert "read back from the cache in " in out and "of a 100 s sweep (target <= 3%: " in out
