@@ -19,6 +19,7 @@ from typing import List, Optional, Tuple
 from benchcore.compare.count_verdicts import RESTS_ON, CountComparison, CountVerdict
 from benchcore.measure import callgrind
 from benchcore.views import symbols
+from benchcore.views.markdown import bullet
 
 #: prose lines are wrapped here
 PROSE_WIDTH = 110
@@ -204,5 +205,4 @@ def _prose(text: str) -> List[str]:
 
 
 def _bullet(text: str) -> List[str]:
-    return textwrap.wrap(text, PROSE_WIDTH, initial_indent="- ", subsequent_indent="  ",
-                         break_on_hyphens=False, break_long_words=False)
+    return bullet(text, PROSE_WIDTH)

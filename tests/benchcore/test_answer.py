@@ -192,3 +192,20 @@ def test_the_verdict_says_what_the_counts_call_the_quantities_time_left_undecide
                                       "(2 not counted)")
     only_decided_counted = _counted(c, ("op0", "forward", 1.6, "slower"))
     assert "undecided on time" not in answer(only_decided_counted).verdict
+
+
+def test_the_answer_in_markdown_keeps_its_words_within_the_prose_width():
+    """The verdict line with its count tally runs past 200 characters: the Markdown wraps it as
+    one bullet (continuation lines indented), every word kept in order."""
+    from benchcore.views.markdown import PROSE_WIDTH, comparison_markdown
+
+    base, new = report([1.0] * 4), report([1.71, 1.0, 1.0, 1.0], seed=100)
+    c = _counted(compare(base, new, SUITE, interleaved=True), ("op1", "forward", 1.2, "slower"))
+    c.answer = answer(c)
+    assert len(c.answer.verdict) > PROSE_WIDTH
+    md = comparison_markdown(c)
+    section = md.split("## Answer\n\n", 1)[1].split("\n\n", 1)[0].splitlines()
+    assert max(map(len, section)) <= PROSE_WIDTH and all(line.startswith(("- ", "  ")) for line in section)
+    start = next(i for i, line in enumerate(section) if line.startswith("- Verdict: "))
+    end = next((i for i in range(start + 1, len(section)) if section[i].startswith("- ")), len(section))
+    assert end - start > 1 and " ".join(line[2:] for line in section[start:end]) == c.answer.verdict
