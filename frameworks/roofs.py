@@ -217,12 +217,19 @@ def take(framework: str, device: str, threads: Optional[int], fingerprint: str) 
 
 # ---------------------------------------------------------------- once per fingerprint
 
+#: a sweep's environment keys that say how it times its cases, which the probes (timed their own
+#: way) do not depend on: without them a sweep, another engine's and scripts/roofs_figures share
+#: one cached file
+TIMING_METHOD = ("engine", "timer", "flush_denormal")
+
+
 def fingerprint(framework: str, environment: dict, threads: Optional[int]) -> str:
-    """The history store's fingerprint of this environment at these threads."""
+    """The history store's fingerprint of this environment (less its TIMING_METHOD) at these threads."""
     from benchcore.history.fingerprint import fingerprint as of_report
     from benchcore.report.model import Report
 
-    return of_report(Report(suite=f"roofs-{framework}", environment=environment, settings={"threads": threads})).id
+    machine = {key: value for key, value in environment.items() if key not in TIMING_METHOD}
+    return of_report(Report(suite=f"roofs-{framework}", environment=machine, settings={"threads": threads})).id
 
 
 def cache_path(framework: str, device: str, print_id: str) -> Path:

@@ -162,6 +162,12 @@ def test_the_curve_is_taken_by_torchs_add_at_the_threads_asked(tiny_cache, envir
         assert found.notes[3].startswith("cache levels")  # toy curves stop inside the caches
 
 
+def test_a_sweeps_timing_method_does_not_change_the_roofs_fingerprint(environment):
+    timed = {**environment, "engine": "python", "timer": "perf_counter", "flush_denormal": False}
+    assert F.fingerprint("torch", timed, None) == F.fingerprint("torch", environment, None)
+    assert F.fingerprint("torch", {**environment, "python": "0.0"}, None) != F.fingerprint("torch", environment, None)
+
+
 def test_a_corrupt_or_foreign_cache_is_taken_again_and_said_once(tiny_cache, environment):
     first, _ = F.obtain("torch", environment)
     path = F.cache_path("torch", "cpu", first.fingerprint)
