@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Dict, List, Optional, Sequence
 
-from benchcore.measure.roofs import Roofs
+from benchcore.measure.roofs import Roofs, level_note
 from benchcore.measure.work import Work
 from benchcore.report.efficiency import Efficiency, of_phase
 from benchcore.report.labels import case_labels
@@ -115,7 +115,8 @@ def _g(value: Optional[float]) -> str:
 
 
 def roofs_line(framework: str, block: dict) -> str:
-    """One line of a roofs block: where it came from, the FLOP peaks, the plateaus."""
+    """One line of a roofs block: where it came from, the FLOP peaks, the plateaus and which
+    cache sizes they were cut at came from sysfs or from the curve."""
     roofs = roofs_of(block)
     if roofs is None:
         return f"- {framework}: no roofs ({block.get('reason') or 'not taken'})"
@@ -124,7 +125,7 @@ def roofs_line(framework: str, block: dict) -> str:
     note = f"; {block['note']}" if block.get("note") else ""
     return (f"- {framework}: {block.get('source')} ({block.get('obtain_s', 0):.2f} s in this sweep; taken "
             f"{roofs.taken_at} in {roofs.took_s:.1f} s, {roofs.threads or 'default'} threads); peak GFLOP/s: {peaks}; "
-            f"bandwidth GB/s: {levels}{note}")
+            f"bandwidth GB/s: {levels} ({level_note(roofs.bandwidth, roofs.cache_bytes)}){note}")
 
 
 def console_notes(report: Report) -> List[str]:

@@ -42,6 +42,7 @@ def test_the_report_records_the_roofs_and_each_phase_agrees_with_its_work_and_ti
     jsonschema.validate(data, schemas.load("report"))
     block = data["extra"]["roofs"]["torch"]
     assert block["source"] in ("cached", "taken") and block["roofs"]["framework"] == "torch" and block["reason"] is None
+    assert "bandwidth: the best of torch add_ (threads 1) and numpy add.reduce (threads 1)" in block["roofs"]["notes"][2]
     report = Report.from_dict(data)
     options = {"manifest": report.settings["manifest"]["path"], "manifest_sha256": report.settings["manifest"]["sha256"]}
     checked = 0
@@ -82,6 +83,7 @@ def test_the_markdown_ends_with_the_headroom_lines_sorted_by_time_to_win_and_lin
     assert len(to_win) == 6 and to_win == sorted(to_win, reverse=True)
     assert to_win == pytest.approx(sorted(stored, reverse=True), rel=1e-3)
     assert "% of Roof (fwd / bwd)" in text and "- torch: " in section
+    assert "(cache levels from sysfs: " in section  # a toy curve stops inside the caches: nothing cut
 
 
 def test_the_csv_rows_carry_the_efficiency(sweeps):
