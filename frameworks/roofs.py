@@ -218,9 +218,9 @@ def take(framework: str, device: str, threads: Optional[int], fingerprint: str) 
 # ---------------------------------------------------------------- once per fingerprint
 
 #: a sweep's environment keys that say how it times its cases, which the probes (timed their own
-#: way) do not depend on: without them a sweep, another engine's and scripts/roofs_figures share
-#: one cached file
-TIMING_METHOD = ("engine", "timer", "flush_denormal")
+#: way) do not depend on, and its threads, which the fingerprint takes apart: without them a
+#: sweep, another engine's and scripts/roofs_figures share one cached file
+TIMING_METHOD = ("engine", "timer", "flush_denormal", "threads")
 
 
 def fingerprint(framework: str, environment: dict, threads: Optional[int]) -> str:

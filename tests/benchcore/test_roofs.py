@@ -163,8 +163,9 @@ def test_the_curve_is_taken_by_torchs_add_at_the_threads_asked(tiny_cache, envir
 
 
 def test_a_sweeps_timing_method_does_not_change_the_roofs_fingerprint(environment):
-    timed = {**environment, "engine": "python", "timer": "perf_counter", "flush_denormal": False}
+    timed = {**environment, "engine": "python", "timer": "perf_counter", "flush_denormal": False, "threads": None}
     assert F.fingerprint("torch", timed, None) == F.fingerprint("torch", environment, None)
+    assert F.fingerprint("torch", environment, 1) != F.fingerprint("torch", environment, None)
     assert F.fingerprint("torch", {**environment, "python": "0.0"}, None) != F.fingerprint("torch", environment, None)
 
 
