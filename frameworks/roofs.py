@@ -129,8 +129,10 @@ def add_rate(framework: str, device: str) -> Callable[[int], float]:
     return rate
 
 
-def add_path(framework: str) -> str:
-    """The bandwidth probe's path and the threads it ran at, as the roofs' notes say them."""
+def add_path(framework: str, device: str) -> str:
+    """The bandwidth probe's path and the threads it ran at (on a CPU), as the roofs' notes say them."""
+    if device.startswith("cuda"):
+        return f"{framework} {'elemwise_add' if framework == 'mxnet' else 'add_'} on {device}"
     if framework == "mxnet":
         threads = os.environ.get("OMP_NUM_THREADS")
         return f"mxnet elemwise_add (OMP_NUM_THREADS={threads})" if threads else \
@@ -144,7 +146,7 @@ def bandwidth_probes(framework: str, device: str) -> Dict[str, Callable[[int], f
     """The probes whose best rate is each working set's: the framework's add at the sweep's
     threads, and on the CPU numpy's one-thread add too, which has no per-call cost (a framework's
     call on a small working set times mostly its own overhead)."""
-    probes = {add_path(framework): add_rate(framework, device)}
+    probes = {add_path(framework, device): add_rate(framework, device)}
     if not device.startswith("cuda"):
         probes["numpy add.reduce (threads 1)"] = R.add_rate
     return probes

@@ -124,6 +124,9 @@ def test_the_bandwidth_probe_is_an_in_place_add_in_the_frameworks_own_call(frame
     assert values.tolist() == [2.0] * 8  # the accumulator read and written: zeros + ones + ones
     assert F.add_rate(framework, "cpu")(16 * R.KIB) > 0
     assert list(F.bandwidth_probes(framework, "cpu"))[1] == "numpy add.reduce (threads 1)"
+    # on a device the framework's add alone (numpy's would time the host's memory), named without CPU threads
+    assert list(F.bandwidth_probes(framework, "cuda:1")) == [
+        f"{framework} {'elemwise_add' if framework == 'mxnet' else 'add_'} on cuda:1"]
 
 
 @pytest.fixture
@@ -156,10 +159,11 @@ def test_the_curve_is_taken_by_torchs_add_at_the_threads_asked(tiny_cache, envir
     for threads in (1, 2):
         found, _ = F.obtain("torch", environment, threads=threads)
         assert found.threads == threads
-        assert found.notes[2].startswith(f"bandwidth: the best of torch add_ (threads {threads}) and numpy add.reduce "
-                                         "(threads 1) at each working set; ")
+        curve, levels = (next(n for n in found.notes if n.startswith(start)) for start in ("bandwidth: ", "cache levels"))
+        assert curve.startswith(f"bandwidth: the best of torch add_ (threads {threads}) and numpy add.reduce "
+                                "(threads 1) at each working set; ")
         assert {p.probe for p in found.bandwidth} <= {f"torch add_ (threads {threads})", "numpy add.reduce (threads 1)"}
-        assert found.notes[3].startswith("cache levels")  # toy curves stop inside the caches
+        assert levels.startswith("cache levels from sysfs")  # toy curves stop inside the caches
 
 
 def test_a_sweeps_timing_method_does_not_change_the_roofs_fingerprint(environment):
@@ -187,7 +191,8 @@ def test_the_mxnet_roofs_are_taken_with_mxnets_dot_and_add(tiny_cache):
     environment = collect("opbench", argv=[], collectors=("frameworks.mxnet:collect",))
     found, _ = F.obtain("mxnet", environment, threads=1)
     assert found.framework == "mxnet" and found.flops_per_s["float32"] > 0
-    assert found.notes[2].startswith("bandwidth: the best of mxnet elemwise_add (OMP_NUM_THREADS=1) and numpy ")
+    assert "bandwidth: the best of mxnet elemwise_add (OMP_NUM_THREADS=1) and numpy add.reduce (threads 1) at " \
+           "each working set; " in found.notes[-2]
 
 
 def test_cuda_is_refused_in_one_line_where_torch_sees_none(tiny_cache, environment):
