@@ -13,13 +13,11 @@ the inclusive lists stay in the JSON.
 
 from __future__ import annotations
 
-import textwrap
 from typing import List, Optional, Tuple
 
 from benchcore.compare.count_verdicts import RESTS_ON, CountComparison, CountVerdict
 from benchcore.measure import callgrind
-from benchcore.views import symbols
-from benchcore.views.markdown import bullet
+from benchcore.views import prose, symbols
 
 #: prose lines are wrapped here
 PROSE_WIDTH = 110
@@ -201,8 +199,8 @@ def _path(where: str) -> str:
 
 
 def _prose(text: str) -> List[str]:
-    return textwrap.wrap(text, PROSE_WIDTH, break_on_hyphens=False, break_long_words=False) + [""]
+    return prose.paragraph(text, PROSE_WIDTH)
 
 
 def _bullet(text: str) -> List[str]:
-    return bullet(text, PROSE_WIDTH)
+    return prose.bullet(text, PROSE_WIDTH)

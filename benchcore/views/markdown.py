@@ -6,13 +6,13 @@ disagree.
 
 from __future__ import annotations
 
-import textwrap
-from typing import List, Optional
+from typing import Optional
 
 from benchcore.compare.answer import short_reason
 from benchcore.compare.drift import MIN_QUANTITIES
 from benchcore.compare.verdicts import VERDICTS, Comparison, MetricComparison
 from benchcore.measure.measurement import percent_change
+from benchcore.views import prose
 
 #: what each basis means, for the note under a comparison's header
 BASIS_NOTES = {
@@ -126,7 +126,7 @@ def comparison_markdown(comparison: Comparison, chart_links: str = "") -> str:
     c = comparison
     out = _header(c)
     if c.answer is not None:
-        out += ["## Answer", ""] + [row for line in c.answer.lines(limit=None) for row in bullet(line)] + [""]
+        out += ["## Answer", ""] + [row for line in c.answer.lines(limit=None) for row in prose.bullet(line)] + [""]
     out += _basis_notes(c) + _drift_section(c)
     if c.env_differences:
         out += ["## Environment differences", ""]
@@ -196,14 +196,3 @@ def _timed_sections(c: Comparison, table) -> list:
     headers = ["Case", "Category", "Metric", "Base (ms)", "New (ms)", "Ratio",
                "Change vs machine" if drifted else "Change", "p", "Verdict", "Evidence", "Why undecided"]
     return out + [table(rows, headers) if rows else "No case measured in both reports.", ""]
-
-
-#: the widest line of prose a comparison's Markdown writes (its tables keep within 160 too)
-PROSE_WIDTH = 150
-
-
-def bullet(text: str, width: int = PROSE_WIDTH) -> List[str]:
-    """A Markdown bullet wrapped within `width` (continuation lines indented, which Markdown
-    renders as the same item), so the Markdown's rows stay readable as plain text too."""
-    return textwrap.wrap(text, width, initial_indent="- ", subsequent_indent="  ", break_on_hyphens=False,
-                         break_long_words=False)

@@ -197,7 +197,8 @@ def test_the_verdict_says_what_the_counts_call_the_quantities_time_left_undecide
 def test_the_answer_in_markdown_keeps_its_words_within_the_prose_width():
     """The verdict line with its count tally runs past 200 characters: the Markdown wraps it as
     one bullet (continuation lines indented), every word kept in order."""
-    from benchcore.views.markdown import PROSE_WIDTH, comparison_markdown
+    from benchcore.views.markdown import comparison_markdown
+    from benchcore.views.prose import WIDTH as PROSE_WIDTH
 
     base, new = report([1.0] * 4), report([1.71, 1.0, 1.0, 1.0], seed=100)
     c = _counted(compare(base, new, SUITE, interleaved=True), ("op1", "forward", 1.2, "slower"))
