@@ -135,3 +135,19 @@ def test_mxnet_not_installed_is_told_from_mxnet_failing_to_import(tmp_path, monk
     (site / "mxnet").rmdir()
     (site / "sitecustomize.py").write_text("import sys\nsys.modules['mxnet'] = None\n")  # as if never installed
     assert check.mxnet_state() == ("n/a: MXNet is not installed", None)
+
+
+def test_the_roofs_item_takes_real_roofs_and_holds_a_device_to_its_rated_bandwidth(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("OPBENCH_ROOFS_TINY", "1")  # toy-sized probes: the item's path, not the figures
+    check = load_check(monkeypatch, tmp_path / "out", Path(sys.executable))
+    check.check_roofs()
+    assert check.verdicts[-1][0] == "ok", check.verdicts
+    taken = json.loads((check.OUT / "roofs.json").read_text())
+    assert taken["device"] == "cpu" and taken["flops_per_s"]["float32"] > 0
+    cuda = load_check(monkeypatch, tmp_path / "gpu", Path(sys.executable), device="cuda")
+    device = dict(taken, plateaus={"L1": None, "L2": 5e12, "LLC": None, "DRAM": 3.9e12},
+                  spec={"name": "NVIDIA H100 80GB HBM3", "memory_bytes_per_s": 3.35e12})
+    assert cuda.roofs_problem(device) == "DRAM 3900 GB/s measured above the device's rated 3350 GB/s"
+    assert cuda.roofs_problem(dict(device, plateaus=dict(device["plateaus"], DRAM=3.0e12))) is None
+    assert cuda.roofs_problem(dict(device, spec=None)) == "no device figures beside the measured roofs"
+    assert check.roofs_problem(dict(taken, flops_per_s={"float32": None})).startswith("no float32 peak")
