@@ -35,7 +35,10 @@ def _check_counts(result, phases=("forward", "backward")):
     for phase in phases:
         ir = counts_of(result.metrics, phase)
         assert ir is not None and ir.unit == "instructions" and len(ir.samples) == 2, (result.spec.name, phase)
-        assert ir.median > 1000 and ir.spread < 0.05  # tiny shapes: the call overhead varies by up to ~3%
+        # tiny shapes: the call's overhead is most of it and varies between repeats (FullyConnected's
+        # forward at (2,3,8,4): 226,306 and 238,788, 5.4%, after the full warmup on 2026-12-05's CI leg);
+        # compare judges such a quantity with its own spread (non-repeatable), so it is bounded, not exact
+        assert ir.median > 1000 and ir.spread < 0.10
         cycles = counts_of(result.metrics, phase, "cycles_est")
         assert cycles.unit == "cycles (estimated)" and cycles.median >= ir.median
         profile = result.metrics["profile"][phase]
