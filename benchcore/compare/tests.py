@@ -12,6 +12,11 @@ from typing import Optional, Sequence, Tuple
 
 import numpy as np
 
+#: the widest log ratio a bound or a claim is given as: beyond a factor of a million either way the
+#: evidence says nothing (and exp() of the t quantile at a tiny alpha and few degrees of freedom
+#: would overflow)
+LOG_LIMIT = math.log(1e6)
+
 
 @dataclass(frozen=True)
 class TestResult:
@@ -42,7 +47,7 @@ class TestResult:
         from scipy.stats import t as student_t
 
         half = float(student_t.ppf(1 - one_sided_alpha, self.df)) * self.standard_error
-        return math.exp(self.log_change - half), math.exp(self.log_change + half)
+        return _ratio(self.log_change - half), _ratio(self.log_change + half)
 
     def detectable_ratio(self, alpha: float = 0.05, power: float = 0.9, floor: float = 0.0) -> Optional[float]:
         """The smallest slowdown new/base that evidence this precise calls with probability
@@ -50,13 +55,20 @@ class TestResult:
         `floor` (the log of the effect threshold): exp(max(floor, t_{1-alpha/2} se) + t_power se).
         Both conditions hold with probability `power` at that ratio, so a claim made with it is
         calibrated: of true changes at or above it, at least that share is called. What a
-        comparison could have seen, so `undecided` is never read as "unchanged"."""
+        comparison could have seen, so `undecided` is never read as "unchanged". None without an
+        error estimate, or where the claim passes a factor of exp(LOG_LIMIT): no claim at all."""
         if not self.standard_error or not self.df:
             return None
         from scipy.stats import t as student_t
 
         critical = float(student_t.ppf(1 - alpha / 2, self.df)) * self.standard_error
-        return math.exp(max(floor, critical) + float(student_t.ppf(power, self.df)) * self.standard_error)
+        claim = max(floor, critical) + float(student_t.ppf(power, self.df)) * self.standard_error
+        return math.exp(claim) if claim <= LOG_LIMIT else None
+
+
+def _ratio(log_ratio: float) -> float:
+    """exp(log_ratio) within a factor of exp(LOG_LIMIT) either way."""
+    return math.exp(min(max(log_ratio, -LOG_LIMIT), LOG_LIMIT))
 
 
 def mann_whitney(base: Sequence[float], new: Sequence[float]) -> TestResult:

@@ -443,3 +443,17 @@ def test_medians_are_numpys_to_the_last_bit(n):
     assert m.median == float(np.median(m.samples_ms))
     assert m.round_medians == tuple(float(np.median(r)) for r in rounds)
     assert m.center == float(np.median([float(np.median(r)) for r in rounds]))
+
+
+def test_a_tiny_alpha_on_imprecise_evidence_gives_no_claim_and_bounded_intervals_not_an_overflow():
+    """`ab --alpha 1e-6` on two rounds a side: t's quantile times the error passed exp()'s range
+    and the comparison ended in an OverflowError; now the claim is none and the bounds stop at a
+    factor of a million either way."""
+    from benchcore.compare.tests import LOG_LIMIT, TestResult
+
+    vague = TestResult(0.5, "t-test", standard_error=5.0, df=1.0, log_change=0.01)
+    assert vague.detectable_ratio(alpha=1e-6) is None
+    low, high = vague.interval(1e-6)
+    assert (low, high) == pytest.approx((math.exp(-LOG_LIMIT), math.exp(LOG_LIMIT)))
+    precise = TestResult(0.5, "t-test", standard_error=0.01, df=30.0, log_change=0.0)
+    assert 1.0 < precise.detectable_ratio(alpha=1e-6) < 1.2 and 0.9 < precise.interval(1e-6)[0] < 1.0
