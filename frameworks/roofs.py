@@ -59,6 +59,13 @@ def tiny() -> bool:
 GEMM_PATHS = {"mxnet": ("dot", "FullyConnected"), "torch": ("mm",)}
 
 
+def _mx_context(device: str):
+    """MXNet's context for a probe device (cpu, cuda or cuda:N)."""
+    import mxnet as mx
+
+    return mx.gpu(int(device.partition(":")[2] or 0)) if device.startswith("cuda") else mx.cpu()
+
+
 def gemm_call(framework: str, dtype: str, n: int, device: str,
               path: str = "") -> Tuple[Callable[[], object], Callable[[], None]]:
     """An n x n x n GEMM by one of the framework's paths (GEMM_PATHS; default its first), and
@@ -66,7 +73,7 @@ def gemm_call(framework: str, dtype: str, n: int, device: str,
     if framework == "mxnet":
         import mxnet as mx
 
-        ctx = mx.gpu(int(device.partition(":")[2] or 0)) if device.startswith("cuda") else mx.cpu()
+        ctx = _mx_context(device)
         a, b = (mx.nd.random.uniform(shape=(n, n), ctx=ctx, dtype=dtype) for _ in range(2))
         out = mx.nd.empty((n, n), ctx=ctx, dtype=dtype)
         if path == "FullyConnected":  # out = a b^T: the same 2 n^3 operations
@@ -101,7 +108,7 @@ def add_call(framework: str, n: int, device: str) -> Tuple[Callable[[], object],
     if framework == "mxnet":
         import mxnet as mx
 
-        ctx = mx.gpu(int(device.partition(":")[2] or 0)) if device.startswith("cuda") else mx.cpu()
+        ctx = _mx_context(device)
         source, accumulator = mx.nd.ones(n, ctx=ctx), mx.nd.zeros(n, ctx=ctx)
         return lambda: mx.nd.elemwise_add(accumulator, source, out=accumulator), mx.nd.waitall
     import torch
