@@ -58,8 +58,10 @@ CHECKPOINT = "ab.checkpoint.jsonl"
 STEP = 2
 #: the default budget for added rounds: this multiple of the planned rounds' wall time
 DEFAULT_BUDGET = "2x"
-#: the default horizon: the planned rounds plus this many
-DEFAULT_EXTRA_ROUNDS = 10
+#: the default horizon: the planned rounds plus this many; far enough that the budget, not the
+#: horizon, ends a default run (a nearer horizon spends all of alpha by rounds the budget would
+#: still pay for: tests/benchcore/test_sequential.py)
+DEFAULT_EXTRA_ROUNDS = 20
 
 
 def add_ab_arguments(parser, default_dir: str) -> None:

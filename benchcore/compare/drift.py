@@ -45,7 +45,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from benchcore.measure import reference
-from benchcore.measure.measurement import Measurement, percent_change
+from benchcore.measure.measurement import Measurement, judged_pair, percent_change
 from benchcore.report.figures import METRICS
 
 #: fewer quantities than this make a median a poor estimate of a common shift
@@ -379,14 +379,17 @@ def _reason(drift: Drift, count: int) -> str:
 
 def quantity_pairs(timing_pairs: Sequence[Tuple[dict, dict, str]]) -> List[Tuple[str, str, Measurement, Measurement]]:
     """(metric, category, base, new) for the quantities judged on rounds, out of each case's
-    ({metric: Timing} base, {metric: Timing} new, category)."""
+    ({metric: Timing} base, {metric: Timing} new, category), each pair as compare judges it
+    (judged_pair: near a coarse clock, on its rounds' fenced means)."""
     pairs = []
     for base, new, category in timing_pairs:
         for metric in METRICS:
             b, n = base.get(metric), new.get(metric)
             bm = b.measurement if b is not None else None
             nm = n.measurement if n is not None else None
-            if (bm is not None and nm is not None and bm.round_count > 1 and nm.round_count > 1
-                    and min(bm.round_medians) > 0 and min(nm.round_medians) > 0):
+            if bm is None or nm is None or bm.round_count < 2 or nm.round_count < 2:
+                continue
+            bm, nm = judged_pair(bm, nm, max(b.resolution_ms, n.resolution_ms))
+            if min(bm.round_figures) > 0 and min(nm.round_figures) > 0:
                 pairs.append((metric, category, bm, nm))
     return pairs

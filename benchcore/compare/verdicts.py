@@ -55,7 +55,7 @@ from benchcore.compare.tests import (
 )
 from benchcore.errors import UsageError
 from benchcore.measure import modes, reference
-from benchcore.measure.measurement import Measurement, percent_change, within_step
+from benchcore.measure.measurement import DITHER_STEPS, Measurement, judged_pair, percent_change, within_step
 from benchcore.report.figures import METRICS, Timing
 from benchcore.report.identity import (
     case_environment,
@@ -388,8 +388,8 @@ class Evidence:
 
 def _log_variance(base: Measurement, new: Measurement, paired: bool) -> tuple:
     """(variance, degrees of freedom) of one quantity that its test will moderate: of the log
-    ratios of paired rounds, else pooled over the two sides' log round medians."""
-    x, y = np.log(base.round_medians), np.log(new.round_medians)
+    ratios of paired rounds, else pooled over the two sides' log round figures."""
+    x, y = np.log(base.round_figures), np.log(new.round_figures)
     if _pairs(base, new, paired):
         return float((y - x).var(ddof=1)), len(x) - 1
     df = len(x) + len(y) - 2
@@ -401,7 +401,7 @@ def _quantity(metric: str, category: str, base: Measurement, new: Measurement, p
     """What the drift model reads of one quantity: its change and the test's standard error
     before anything is divided out."""
     test = _test_on_rounds(base, new, prior, paired)
-    change = float(np.mean(np.log(new.round_medians)) - np.mean(np.log(base.round_medians)))
+    change = float(np.mean(np.log(new.round_figures)) - np.mean(np.log(base.round_figures)))
     return drift_model.Quantity(metric, category, change, test.standard_error or 0.0, test.df or 0.0)
 
 
@@ -409,7 +409,7 @@ def _test_on_rounds(base: Measurement, new: Measurement, prior: Optional[Varianc
                     offset: float = 0.0, offset_variance: float = 0.0, rounds: Optional[int] = None):
     """The paired t-test for rounds that ran side by side, else the two-sample one; on the first
     `rounds` rounds a side when given (a look of a sequential A/B run)."""
-    x, y = base.round_medians[:rounds], new.round_medians[:rounds]
+    x, y = base.round_figures[:rounds], new.round_figures[:rounds]
     if _pairs(base, new, paired) or (paired and rounds is not None and len(x) == len(y) >= 2):
         return paired_t_on_logs(x, y, prior, offset, offset_variance)
     return t_on_logs(x, y, prior, offset, offset_variance)
@@ -531,7 +531,7 @@ def compare_timings(metric: str, base: Timing, new: Timing, evidence: Evidence,
         bm, nm = base.measurement, new.measurement
         resolution = max(base.resolution_ms, new.resolution_ms)
         if bm.round_count > 1 and nm.round_count > 1:
-            return _compare_rounds(metric, category, bm, nm, resolution, evidence)
+            return _compare_rounds(metric, category, *judged_pair(bm, nm, resolution), resolution, evidence)
         return _compare_one_process(metric, bm, nm, resolution, evidence)
     return _compare_summaries(metric, base, new, evidence.threshold)
 
@@ -573,13 +573,15 @@ def _not_measurable(result: MetricComparison, delta_ms: float, resolution_ms: fl
 
 def _compare_rounds(metric: str, category: str, bm: Measurement, nm: Measurement, resolution: float,
                     evidence: Evidence) -> MetricComparison:
-    """Median of round medians; a t-test on their logarithms, moderated by the variance prior
-    and with the machine's drift divided out (a round is one piece of evidence, however many
-    samples it holds)."""
-    result = MetricComparison(metric, bm.center, nm.center, None, "undecided", "rounds", "median of round medians",
+    """Median of round figures (medians, or near a coarse clock fenced means: judged_pair); a
+    t-test on their logarithms, moderated by the variance prior and with the machine's drift
+    divided out (a round is one piece of evidence, however many samples it holds)."""
+    dithered = bm.figure == "mean"
+    figure = "round means" if dithered else "round medians"
+    result = MetricComparison(metric, bm.center, nm.center, None, "undecided", "rounds", f"median of {figure}",
                               n_base=bm.n, n_new=nm.n, rounds_base=bm.round_count, rounds_new=nm.round_count)
-    if min(bm.round_medians) <= 0 or min(nm.round_medians) <= 0:
-        result.reason = "a round median of 0 ms: the ratio is undefined"
+    if min(bm.round_figures) <= 0 or min(nm.round_figures) <= 0:
+        result.reason = f"a {figure[:-1]} of 0 ms: the ratio is undefined"
         return result
     result.ratio = nm.center / bm.center
     drift = evidence.drift
@@ -587,7 +589,7 @@ def _compare_rounds(metric: str, category: str, bm: Measurement, nm: Measurement
     scatter = drift.between_sweeps if drift is not None else 0.0
     if offset != 0.0:
         result.ratio_vs_machine = result.ratio / math.exp(offset)
-    if _not_measurable(result, nm.center - bm.center, resolution, evidence.threshold):
+    if not dithered and _not_measurable(result, nm.center - bm.center, resolution, evidence.threshold):
         return result
     looked = _looked_tests(bm, nm, evidence, offset, offset_variance + scatter ** 2)
     test = looked.last
@@ -595,6 +597,9 @@ def _compare_rounds(metric: str, category: str, bm: Measurement, nm: Measurement
     result.ratio_low, result.ratio_high = test.ratio_ci95
     parts = [f"{bm.round_count} vs {nm.round_count} rounds" + (", paired as they ran" if _pairs(bm, nm, evidence.paired) else ""),
              f"between-round spread {_spread_pct(bm)} vs {_spread_pct(nm)}"]
+    if dithered:
+        parts.append(f"each round's fenced mean, not its median: calls within {DITHER_STEPS} steps of the "
+                     f"{resolution * 1e3:g} µs clock")
     if evidence.prior is not None:
         parts.append("variance moderated over the comparison's cases")
     if offset != 0.0:
@@ -605,7 +610,7 @@ def _compare_rounds(metric: str, category: str, bm: Measurement, nm: Measurement
     if len(looked.looks) > 1:
         parts.append(f"{len(looked.looks)} looks (at {', '.join(str(n) for n, _s, _t in looked.looks)} rounds), "
                      "p the sequential p-value over them")
-    _judge(result, evidence, "; ".join(parts), "t-test on log round medians", _bimodal(result, bm, nm, evidence), looked)
+    _judge(result, evidence, "; ".join(parts), f"t-test on log {figure}", _bimodal(result, bm, nm, evidence), looked)
     return result
 
 

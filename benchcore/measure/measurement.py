@@ -23,6 +23,11 @@ import numpy as np
 
 #: IQR/median at or above this marks a measurement as noisy (torch.utils.benchmark's rule).
 NOISE_THRESHOLD = 0.10
+#: a quantity whose round medians lie within this many clock steps is judged on its rounds'
+#: fenced means (Measurement.figure): there a median moves in whole steps of 2% and more
+DITHER_STEPS = 50
+#: Tukey's far fences: samples beyond 3 IQRs outside the quartiles are outliers
+FENCE_IQRS = 3.0
 
 
 def median_confidence_ranks(n: int, confidence: float = 0.95) -> Optional[tuple]:
@@ -69,6 +74,21 @@ def percent_change(ratio: Optional[float]) -> str:
     return f"{value + 0.0:+.1f}%"  # + 0.0 turns -0.0 into 0.0
 
 
+def fenced_mean(values: Sequence[float], step: float) -> float:
+    """The mean of the values inside Tukey's far fences, the IQR floored at the clock's `step`.
+
+    Why a mean: a coarse clock reads a call's duration as whole steps, late or early by where the
+    call began between two ticks; over many calls that phase is uniform, so the mean of the
+    readings is the true duration, while their median is a whole step. Why the fences: a mean
+    must not follow a preempted call. The floor keeps every reading of the bulk (a round of 3s and
+    4s has an IQR of 0 or 1 step) inside them, so the fences cut outliers, never the dither."""
+    ordered = np.sort(np.asarray(values, dtype=np.float64))
+    q1, q3 = np.percentile(ordered, (25, 75))
+    reach = FENCE_IQRS * max(q3 - q1, step)
+    inside = ordered[(ordered >= q1 - reach) & (ordered <= q3 + reach)]
+    return float(inside.mean())
+
+
 def within_step(delta: float, step: float) -> bool:
     """`delta` no larger than a clock's `step` (0: no step known): a change a clock that counts
     whole steps cannot see. A relative 1e-6 of slack absorbs float noise (0.004 - 0.003 > 0.001)."""
@@ -84,6 +104,10 @@ class Measurement:
     metadata: dict = field(default_factory=dict)
     #: how many of the samples, in order, each round contributed; None: one round
     round_sizes: Optional[Sequence[int]] = None
+    #: what one round's figure is: "median", or "mean" (fenced_mean at the clock's step
+    #: `step_ms`), which a comparison asks of calls within DITHER_STEPS of a coarse clock
+    figure: str = "median"
+    step_ms: float = 0.0
 
     def __post_init__(self):
         object.__setattr__(self, "samples_ms", tuple(float(s) for s in self.samples_ms))
@@ -174,18 +198,31 @@ class Measurement:
         return tuple(median_of(r) for r in self.rounds)
 
     @cached_property
+    def round_figures(self) -> Tuple[float, ...]:
+        """Each round's figure: its median, or with figure "mean" its fenced mean."""
+        if self.figure == "median":
+            return self.round_medians
+        return tuple(fenced_mean(r, self.step_ms) for r in self.rounds)
+
+    @cached_property
     def center(self) -> float:
-        """The figure a comparison judges: the median of the round medians (each process
-        weighs the same, whatever its sample count), or the median for one round."""
-        return median_of(self.round_medians) if self.round_count > 1 else self.median
+        """The figure a comparison judges: the median of the round figures (each process
+        weighs the same, whatever its sample count), or the one round's figure."""
+        if self.round_count > 1:
+            return median_of(self.round_figures)
+        return self.median if self.figure == "median" else self.round_figures[0]
+
+    def dithered(self, step_ms: float) -> "Measurement":
+        """The same samples judged on the rounds' fenced means at a clock of `step_ms`."""
+        return Measurement(self.samples_ms, self.metadata, self.round_sizes, "mean", step_ms)
 
     @property
     def round_spread(self) -> Optional[float]:
-        """(largest - smallest round median) / center; None for one round or a zero center."""
+        """(largest - smallest round figure) / center; None for one round or a zero center."""
         if self.round_count < 2 or self.center <= 0:
             return None
-        medians = self.round_medians
-        return (max(medians) - min(medians)) / self.center
+        figures = self.round_figures
+        return (max(figures) - min(figures)) / self.center
 
     @property
     def between_round_fraction(self) -> Optional[float]:
@@ -266,6 +303,19 @@ class Measurement:
         """Rebuild from `to_dict` output; statistics are recomputed from the samples."""
         return cls(samples_ms=data["samples_ms"], metadata=dict(data.get("metadata") or {}),
                    round_sizes=round_sizes_of(data))
+
+
+def judged_pair(base: "Measurement", new: "Measurement", step_ms: float) -> Tuple["Measurement", "Measurement"]:
+    """The two sides of a quantity as a comparison judges them: on their round medians, or both
+    on their rounds' fenced means where either side's round medians lie within DITHER_STEPS
+    clock steps (a median of whole steps hides every change smaller than one) and every round's
+    readings vary: a clock that reads every call alike shows no dither to average, and a mean of
+    equal readings is no nearer the truth than one of them (compare then says the change is
+    within the clock's steps)."""
+    near = step_ms > 0 and min(min(base.round_medians), min(new.round_medians)) <= DITHER_STEPS * step_ms
+    if not (near and all(len(set(r)) > 1 for m in (base, new) for r in m.rounds)):
+        return base, new
+    return base.dithered(step_ms), new.dithered(step_ms)
 
 
 def round_sizes_of(data: dict) -> Optional[List[int]]:

@@ -19,7 +19,7 @@ from benchcore.compare.verdicts import Evidence, compare_timings, geometric_mean
 from benchcore.compare.verdicts import compare as _compare
 from benchcore.errors import UsageError
 from benchcore.measure.case import CaseSpec
-from benchcore.measure.measurement import Measurement
+from benchcore.measure.measurement import Measurement, fenced_mean, judged_pair
 from benchcore.report.figures import Timing, from_measurement, sampled
 from benchcore.report.identity import environment_differences, timing_identity
 from benchcore.report.model import CaseResult, Report
@@ -554,6 +554,55 @@ def test_rounds_at_the_clock_step_are_not_a_verdict():
     m = compare(make_report([quantized("shape_array", 0.003)]),
                 make_report([quantized("shape_array", 0.005)])).cases[0].metrics[0]
     assert m.basis == "rounds" and m.verdict == "undecided" and "within 2 steps" in m.reason
+
+
+def clocked(name, durations_ms, rounds=8, calls=40, seed=0):
+    """A native case whose profiler reads each call's true duration (round k: durations_ms[k %
+    len]) on a 1 µs clock, as MXNet's does: end and start truncated to whole microseconds, the
+    call starting at a uniformly random phase between two ticks."""
+    rng = np.random.default_rng(seed)
+    readings = []
+    for k in range(rounds):
+        start = rng.uniform(0, 1, calls)
+        true_us = durations_ms[k % len(durations_ms)] * 1e3
+        readings += list((np.floor(start + true_us) - np.floor(start)) / 1e3)
+    result = _native(name, readings)
+    result.metrics["profiler"]["forward"]["round_sizes"] = [calls] * rounds
+    return result
+
+
+def test_a_change_within_a_clock_step_is_seen_through_the_dither_of_the_readings():
+    """3.4 µs against 3.8 µs on a 1 µs clock: every round's median reads 3 or 4 µs, but the
+    readings' mean over a round is the true duration (the phase of a call's start between two
+    ticks is uniform), so the change is called, at about its true size."""
+    m = compare(make_report([clocked("shape_array", [0.0034], seed=1)]),
+                make_report([clocked("shape_array", [0.0038], seed=2)]), interleaved=True).cases[0].metrics[0]
+    assert m.verdict == "slower" and m.statistic == "median of round means"
+    assert m.ratio == pytest.approx(3.8 / 3.4, rel=0.03) and "fenced mean" in m.reason
+
+
+def test_dithered_readings_of_one_duration_are_the_same():
+    m = compare(make_report([clocked("shape_array", [0.0034], rounds=12, seed=3)]),
+                make_report([clocked("shape_array", [0.0034], rounds=12, seed=4)]), interleaved=True).cases[0].metrics[0]
+    assert m.verdict == "same" and m.ratio == pytest.approx(1.0, abs=0.03)
+
+
+def test_a_round_of_equal_readings_keeps_the_medians_and_the_clock_step_rule():
+    """Without dither in every round the means tell no more than the medians: judged_pair keeps
+    the medians, and a change within two steps stays undecided."""
+    bm = Measurement.from_rounds([[0.003] * 4, [0.003, 0.004] * 2])
+    nm = Measurement.from_rounds([[0.004, 0.005] * 2] * 2)
+    assert judged_pair(bm, nm, 0.001) == (bm, nm)
+    judged = judged_pair(Measurement.from_rounds([[0.003, 0.004] * 2] * 2), nm, 0.001)
+    assert [m.figure for m in judged] == ["mean", "mean"] and judged[0].round_figures == (0.0035, 0.0035)
+    far = Measurement.from_rounds([[0.3, 0.4] * 2] * 2)  # 300 steps of the clock: medians
+    assert judged_pair(far, far, 0.001)[0].figure == "median"
+
+
+def test_the_fenced_mean_drops_a_preempted_call_and_keeps_the_dither():
+    readings = [0.003] * 30 + [0.004] * 20 + [0.250]
+    assert fenced_mean(readings, 0.001) == pytest.approx((30 * 0.003 + 20 * 0.004) / 50)
+    assert fenced_mean([0.003] * 40 + [0.004] * 3, 0.001) == pytest.approx((40 * 0.003 + 3 * 0.004) / 43)
 
 
 def test_one_side_without_rounds_is_judged_on_one_process_and_says_so():
