@@ -318,14 +318,16 @@ def sweep_device(device: str) -> str:
     return device if device.startswith("cuda") else "cpu"
 
 
-def for_sweep(mode: str, framework: str, environment: dict, threads: Optional[int], device: str = "cpu") -> dict:
+def for_sweep(mode: str, framework: str, environment: dict, threads: Optional[int], device: str = "cpu",
+              counted: bool = False) -> dict:
     """The report's roofs block of one framework: `roofs` (Roofs.to_dict, or None with `reason`),
     `source` (cached, taken, off or failed), `obtain_s` (what obtaining them cost this sweep) and
     `note` (a corrupt or another machine's cache, re-taken: said once, here). A probe that fails
-    costs the sweep its efficiency figures, never its measurements."""
-    if mode == "off":
-        return {"source": "off", "obtain_s": 0.0, "note": None, "roofs": None,
-                "reason": "roof probes off (--roofs off)"}
+    costs the sweep its efficiency figures, never its measurements. A `counted` sweep (the
+    instruction engine) times nothing to read against roofs: no probe runs."""
+    if mode == "off" or counted:
+        why = "a counted sweep times nothing to read against roofs" if counted else "roof probes off (--roofs off)"
+        return {"source": "off", "obtain_s": 0.0, "note": None, "roofs": None, "reason": why}
     started = time.perf_counter()
     print_id = fingerprint(framework, environment, threads)
     path = cache_path(framework, sweep_device(device), print_id)

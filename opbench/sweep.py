@@ -87,7 +87,7 @@ class OperatorSweep:
         if not planned.job.pythons:  # ab: a side's roofs would be this interpreter's, not its own
             device = request.device or request.ctx or "cpu"
             with_efficiency(request.roofs, request.framework, planned.job, environment, device, request.dtype,
-                            parts.results, parts.extra)
+                            parts.results, parts.extra, request.engine == ENGINE)
             headroom.chart_beside(PROG, parts.results, parts.extra, self.suite, paths.get("md"))
         return parts
 
@@ -148,10 +148,10 @@ def work_of(framework: str, options: dict) -> Callable[[CaseResult], Dict[str, W
 
 
 def with_efficiency(mode: str, framework: str, job, environment: dict, device: str, dtype: str,
-                    results: List[CaseResult], extra: dict) -> None:
+                    results: List[CaseResult], extra: dict, counted: bool = False) -> None:
     """The framework's roofs (frameworks.roofs: cached, taken, or off) recorded under
     extra.roofs, and each measured case's efficiency against them (benchcore.views.headroom)."""
-    block = roofs.for_sweep(mode, framework, environment, job.worker_options.get("threads"), device)
+    block = roofs.for_sweep(mode, framework, environment, job.worker_options.get("threads"), device, counted)
     extra.setdefault(headroom.ROOFS, {})[framework] = block
     headroom.annotate(results, work_of(framework, job.worker_options), dtype, block, job.suite)
 

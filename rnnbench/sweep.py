@@ -135,7 +135,8 @@ class RunnerSweep:
                     **({"valgrind": record["valgrind"]} if "valgrind" in record else {})}
         parts = ReportParts(environment, settings, results)
         if not planned.job.pythons:  # ab: a side's roofs would be this interpreter's, not its own
-            block = roofs.for_sweep(request.roofs, "torch", environment, request.threads, device)
+            block = roofs.for_sweep(request.roofs, "torch", environment, request.threads, device,
+                                    request.engine == ENGINE)
             parts.extra[headroom.ROOFS] = {"torch": block}
             headroom.annotate(results, lambda result: work.work(result.spec), "float32", block, SUITE)
             headroom.chart_beside(PROG, results, parts.extra, SUITE, paths.get("md"))

@@ -23,6 +23,8 @@ from benchcore.measure.roofs import Roofs
 from benchcore.measure.work import Work
 
 GIGA = 1e9
+#: the report's extra key of the roofs blocks, one per framework (frameworks.roofs.for_sweep)
+ROOFS = "roofs"
 #: why a measured case-phase has no efficiency at all (with --roofs off it has one, with a reason)
 NO_EFFICIENCY = "no efficiency in this report (an ab side's, or a report from before efficiency was recorded)"
 

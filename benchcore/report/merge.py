@@ -22,6 +22,7 @@ from typing import Callable, Dict, List, Optional, Sequence
 from benchcore.errors import UsageError
 from benchcore.measure import reference
 from benchcore.measure.instructions import COUNT_KEYS, any_counted
+from benchcore.report.efficiency import ROOFS
 from benchcore.report.identity import METHOD_SETTINGS, environment_differences
 from benchcore.report.model import CaseResult, Report
 
@@ -103,6 +104,11 @@ def merge(reports: List[Report], sources: Optional[Sequence[str]] = None, allow_
     # the whole sweep: no shard, and no one shard's output path or command line
     settings = {**first.settings, **{k: None for k in SHARD_VARIANT_SETTINGS if k in first.settings}, "shard": None}
     extra, per_shard_extra = _merge_extras([reports[i] for i in order])
+    roofs = _merged_roofs([reports[i] for i in order], [shards[i] for i in order])
+    if roofs:  # one block for the Headroom section, rather than one per shard
+        extra[ROOFS] = roofs
+        for slot in per_shard_extra:
+            slot.pop(ROOFS, None)
     differences = [environment_differences(first, reports[i]) for i in order[1:]]
     extra["shards"] = [
         {"shard": str(shards[i]), "source": names[i], "cases": len(reports[i].results),
@@ -162,6 +168,28 @@ def _check_consistent(reports: Sequence[Report], shards: Sequence[ShardInfo], na
 def _differing_settings(a: dict, b: dict) -> List[str]:
     keys = (set(a) | set(b)) - set(SHARD_VARIANT_SETTINGS)
     return sorted(k for k in keys if a.get(k) != b.get(k))
+
+
+def _merged_roofs(reports: Sequence[Report], shards: Sequence[ShardInfo]) -> Dict[str, dict]:
+    """The shards' roofs blocks (extra.roofs, per framework) as one: where every shard read the
+    same roofs (one machine, one cache) one block, with what obtaining them cost all shards;
+    where they differ (shards on several machines), each shard's under "framework (shard K/N)",
+    as each case's efficiency was read against its own shard's."""
+    merged: Dict[str, dict] = {}
+    frameworks = []
+    for report in reports:
+        frameworks += [f for f in (report.extra or {}).get(ROOFS) or {} if f not in frameworks]
+    for framework in frameworks:
+        found = [(shard, ((r.extra or {}).get(ROOFS) or {}).get(framework)) for r, shard in zip(reports, shards)]
+        found = [(shard, block) for shard, block in found if isinstance(block, dict)]
+        if all(block.get("roofs") == found[0][1].get("roofs") for _shard, block in found):
+            sources = sorted({str(block.get("source")) for _shard, block in found})
+            merged[framework] = dict(found[0][1], source=" and ".join(sources),
+                                     obtain_s=sum(block.get("obtain_s") or 0.0 for _shard, block in found),
+                                     note=next((b["note"] for _s, b in found if b.get("note")), None))
+        else:
+            merged.update({f"{framework} (shard {shard})": block for shard, block in found})
+    return merged
 
 
 def _merge_extras(reports: Sequence[Report]):

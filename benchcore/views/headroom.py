@@ -17,17 +17,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Dict, List, Optional, Sequence
 
-from benchcore.measure.roofs import Roofs, level_note
+from benchcore.measure.roofs import VERSION, Roofs, level_note
 from benchcore.measure.work import Work
-from benchcore.report.efficiency import Efficiency, of_phase
+from benchcore.report.efficiency import ROOFS, Efficiency, of_phase
 from benchcore.report.labels import case_labels
 from benchcore.report.model import CaseResult, Report
 from benchcore.suite import Suite
 from benchcore.views.headline import headlines
 
-#: the metrics key of a case's {phase: Efficiency dict}; the extra key of the roofs blocks
+#: the metrics key of a case's {phase: Efficiency dict}
 METRIC = "efficiency"
-ROOFS = "roofs"
 #: lines of the headroom answer
 TOP_N = 10
 #: a phase above this share of its roof means a wrong formula or roof (issue 35)
@@ -119,13 +118,22 @@ def roofs_line(framework: str, block: dict) -> str:
     cache sizes they were cut at came from sysfs or from the curve."""
     roofs = roofs_of(block)
     if roofs is None:
-        return f"- {framework}: no roofs ({block.get('reason') or 'not taken'})"
+        return f"- {framework}: no roofs ({block.get('reason') or _unread(block)})"
     peaks = ", ".join(f"{dtype} {_g(rate / 1e9 if rate else None)}" for dtype, rate in roofs.flops_per_s.items())
     levels = ", ".join(f"{level} {_g(rate / 1e9 if rate else None)}" for level, rate in roofs.plateaus().items())
     note = f"; {block['note']}" if block.get("note") else ""
     return (f"- {framework}: {block.get('source')} ({block.get('obtain_s', 0):.2f} s in this sweep; taken "
             f"{roofs.taken_at} in {roofs.took_s:.1f} s, {roofs.threads or 'default'} threads); peak GFLOP/s: {peaks}; "
             f"bandwidth GB/s: {levels} ({level_note(roofs.bandwidth, roofs.cache_bytes)}){note}")
+
+
+def _unread(block: dict) -> str:
+    """Why a block without a reason has no roofs: none taken, or ones this version cannot read."""
+    body = block.get("roofs")
+    if not isinstance(body, dict):
+        return "not taken"
+    return (f"recorded by roof probes of version {body.get('version')!r}, which this version (probes {VERSION}) does "
+            "not read; each case's efficiency is as that sweep recorded it")
 
 
 def console_notes(report: Report) -> List[str]:

@@ -41,3 +41,19 @@ def test_the_roofline_is_drawn_beside_the_markdown_and_named(tmp_path):
     assert extra[headroom.CHART] == {"path": "r.roofline.png", "reason": None}
     assert (tmp_path / "r.roofline.png").read_bytes()[:4] == b"\x89PNG"
     assert "![roofline](r.roofline.png)" in headroom.markdown(Report(suite="opbench", results=cases, extra=extra), SUITE)
+
+
+def test_roofs_of_another_probe_version_say_so_not_that_none_were_taken():
+    old = dict(ROOFS.to_dict(), version=2)
+    block = {"source": "cached", "obtain_s": 0.01, "note": None, "reason": None, "roofs": old}
+    line = headroom.roofs_line("torch", block)
+    assert "version 2" in line and "not taken" not in line
+    assert "not taken" in headroom.roofs_line("torch", dict(block, roofs=None))
+
+
+def test_a_counted_sweep_takes_no_roofs():
+    from frameworks import roofs
+
+    block = roofs.for_sweep("retake", "torch", {}, None, counted=True)
+    assert block == {"source": "off", "obtain_s": 0.0, "note": None, "roofs": None,
+                     "reason": "a counted sweep times nothing to read against roofs"}

@@ -67,6 +67,9 @@ def test_mxnet_operators_counted_in_one_valgrind_process(tmp_path):
     assert differs == ("onednn_isa" in {d["key"] for d in code_path["differences"]})
     assert (code_path["warning"] is not None) == bool(code_path["differences"])
     assert "## Instruction counts" in (tmp_path / "mx.md").read_text()
+    # nothing timed to read against roofs, so no probe ran
+    roofs = report.extra["roofs"]["mxnet"]
+    assert roofs["source"] == "off" and roofs["obtain_s"] == 0 and "counted sweep" in roofs["reason"]
     # the same cases timed natively, joined with their counts into one report of both kinds
     timed = tmp_path / "timed.json"
     _run(["-m", "opbench", "--ops", "broadcast_add,FullyConnected", "-w", "2", "-r", "3", "--no-audit", "-o",

@@ -145,3 +145,24 @@ def test_the_shards_machine_references_join_as_rounds_of_one_machine():
     envs[1]["system"]["reference"]["status"] = "failed"
     partial = merge([shard(1, 2, results[:3], env=envs[0]), shard(2, 2, results[3:], env=envs[1])])
     assert partial.environment["system"]["reference"] is None  # one shard without it: no joined reference
+
+
+def test_shards_that_read_the_same_roofs_merge_into_one_block_with_a_headroom_section():
+    from benchcore.report.model import Report as R
+    from benchcore.suite import Suite
+    from benchcore.views import headroom
+    from tests.benchcore.test_efficiency import ROOFS
+
+    shards = round_robin(2)
+    for k, s in enumerate(shards):
+        s.extra["roofs"] = {"torch": {"source": ("taken", "cached")[k], "obtain_s": (6.0, 0.01)[k], "note": None,
+                                      "reason": None, "roofs": ROOFS.to_dict()}}
+    merged = merge(shards)
+    block = merged.extra["roofs"]["torch"]
+    assert block["source"] == "cached and taken" and block["obtain_s"] == pytest.approx(6.01)
+    assert all("roofs" not in s.get("extra", {}) for s in merged.extra["shards"])
+    text = "\n".join(headroom.markdown(R.from_dict(merged.to_dict()), Suite("opbench")))
+    assert "## Headroom" in text and "- torch: cached and taken" in text
+    # shards on two machines: each shard's roofs, named by its shard
+    shards[1].extra["roofs"]["torch"]["roofs"] = dict(ROOFS.to_dict(), taken_at="another day")
+    assert set(merge(shards).extra["roofs"]) == {"torch (shard 1/2)", "torch (shard 2/2)"}
