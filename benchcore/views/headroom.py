@@ -80,9 +80,21 @@ def annotate(results: Sequence[CaseResult], work_of: Callable[[CaseResult], Dict
         timed = headlines(result, suite)
         works = work_or_reason(work_of, result)
         result.metrics[METRIC] = {
-            phase: of_phase(works.get(phase) or Work(phase, None, None, "no work stated for this phase"),
-                            headline.median_ms, dtype, roofs, no_roofs).to_dict()
+            phase: _efficiency(works.get(phase) or Work(phase, None, None, "no work stated for this phase"),
+                               headline.median_ms, dtype, roofs, no_roofs)
             for phase, headline in timed.items()}
+
+
+def _efficiency(work: Work, median_ms: Optional[float], dtype: str, roofs: Optional[Roofs], no_roofs: str) -> dict:
+    """One phase's efficiency dict; where its work cannot be read against the roofs (a formula's
+    bug), the phase says so instead of the sweep losing its report."""
+    try:
+        return of_phase(work, median_ms, dtype, roofs, no_roofs).to_dict()
+    except Exception as error:  # noqa: BLE001 - one case's figure must not cost the sweep's report
+        from benchcore.errors import error_summary
+
+        return of_phase(Work(work.phase, None, None, f"work unreadable: {error_summary(error, 300)}"), median_ms,
+                        dtype, roofs, no_roofs).to_dict()
 
 
 def efficiencies(result: CaseResult) -> Dict[str, Efficiency]:

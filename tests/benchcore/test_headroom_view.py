@@ -57,3 +57,16 @@ def test_a_counted_sweep_takes_no_roofs():
     block = roofs.for_sweep("retake", "torch", {}, None, counted=True)
     assert block == {"source": "off", "obtain_s": 0.0, "note": None, "roofs": None,
                      "reason": "a counted sweep times nothing to read against roofs"}
+
+
+def test_a_phase_whose_work_cannot_be_read_says_so_and_the_others_keep_theirs():
+    from benchcore.report.efficiency import Efficiency
+
+    cases = [CaseResult(CaseSpec("opbench", name, {"op": name, "category": "gemm"}), "ok",
+                        metrics={"forward": {"samples_ms": [1.0, 1.0, 1.0]}}) for name in ("odd", "mm")]
+    block = report([]).extra[headroom.ROOFS]["torch"]
+    works = {"odd": Work("forward", 4096, "not a number"), "mm": Work("forward", 4096, 10_000)}
+    headroom.annotate(cases, lambda r: {"forward": works[r.spec.name]}, "float32", block, SUITE)
+    odd, mm = (Efficiency.from_dict(r.metrics[headroom.METRIC]["forward"]) for r in cases)
+    assert odd.percent_of_roof is None and odd.reason.startswith("work unreadable: TypeError")
+    assert mm.percent_of_roof is not None and mm.reason is None

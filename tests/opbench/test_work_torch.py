@@ -20,7 +20,8 @@ from opbench.equivalents import PAIRS
 #: a small size target: the cases are small, the counts exact all the same
 TARGET = 4096
 SLICE = [("mm", ""), ("addmm", ""), ("baddbmm", ""), ("nn.functional.linear", ""), ("nn.functional.conv2d", ""),
-         ("nn.functional.conv_transpose1d", ""), ("softmax", ""), ("add", ""), ("sort", ""), ("nonzero", "")]
+         ("nn.functional.conv_transpose1d", ""), ("softmax", ""), ("add", ""), ("sort", ""), ("nonzero", ""),
+         ("nn.functional.max_unpool2d", "")]
 
 
 @pytest.fixture(scope="module")
@@ -63,7 +64,28 @@ def test_manifest_cases_equal_flop_counter_and_their_real_tensors(manifest):
             extra = (entry["tree"]["kwargs"].get("groups", 1) - 1) * forward if "conv" in name else 0
             assert phases["backward"].flops + extra == backward, name
         assert phases["forward"].flops is not None or phases["forward"].reason, name
-    assert {n for n, _ in manifest.entries} >= {"mm", "nn.functional.conv2d", "nonzero"}
+        assert all(p.flops is None or type(p.flops) is int for p in phases.values()), name
+    assert {n for n, _ in manifest.entries} >= {"mm", "nn.functional.conv2d", "nonzero", "nn.functional.max_unpool2d"}
+
+
+def test_unpooling_is_data_movement_not_a_pooling_of_its_indices(manifest):
+    """max_unpool is in the pooling category, but its second argument is the indices tensor, not
+    a kernel size: read as one, the window was a tensor and the FLOPs too (the default torch
+    sweep's report ended in a traceback there)."""
+    options = {"manifest": str(manifest.path), "manifest_sha256": manifest.sha256}
+    [(key, entry)] = [(k, e) for k, e in manifest.entries.items() if k[0] == "nn.functional.max_unpool2d"]
+    phases = work.work(case_spec(entry, manifest.digests[key], "float32", "cpu", 0), options)
+    assert phases["forward"].flops is None and "data movement" in phases["forward"].reason
+    assert phases["forward"].bytes > 0
+
+
+def test_a_family_that_reads_a_tensor_as_a_size_gives_no_flops_with_the_reason(monkeypatch):
+    from benchcore.measure import work as W
+
+    monkeypatch.setitem(work.FAMILIES, "mm", lambda call: W.Flops(call.first.sum() * 0 + 1))
+    entry, fn = direct("mm", (3, 4), (4, 5))
+    phases = work.work_of(entry, {}, fn, "mm", "blas", False)
+    assert phases["forward"].flops is None and "its family's reading gave a Tensor" in phases["forward"].reason
 
 
 def direct(path, *tensors, category=None, **kwargs):

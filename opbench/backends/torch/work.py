@@ -335,6 +335,8 @@ MOVEMENT = "data movement: no arithmetic; bytes are its measure"
 NO_FORMULA_OPS = {
     **{name: MOVEMENT for name in ("diag", "diag_embed", "diagflat", "diagonal", "linalg.diagonal", "tril", "triu",
                                    "block_diag")},
+    **{f"nn.functional.max_unpool{d}d": "unpooling writes each input where its index says: data movement"
+       for d in (1, 2, 3)},
     "nn.functional.ctc_loss": "dynamic programming over label alignments: no FLOP formula",
     "nn.functional.linear_cross_entropy": "a product and a softmax fused: no FLOP formula yet",
 }
@@ -359,9 +361,13 @@ def flops_of(call: Call) -> Flops:
     if not call.outputs:
         return W.no_formula(f"{call.name} returned no tensor")
     try:
-        return found(call)
+        flops = found(call)
     except (IndexError, TypeError, ValueError, AttributeError) as error:  # a call the family's reading does not fit
         return W.no_formula(f"no FLOP formula for this call of {call.name} ({type(error).__name__}: {error})")
+    odd = [type(v).__name__ for v in (flops.forward, flops.backward) if v is not None and not isinstance(v, int)]
+    if odd:  # a family that read a tensor argument as a size: never a figure, and never the report's end
+        return W.no_formula(f"no FLOP formula for this call of {call.name} (its family's reading gave a {odd[0]})")
+    return flops
 
 
 def backward_reads(call: Call) -> list:
