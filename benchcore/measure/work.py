@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from math import log2, prod
-from typing import Dict, Iterable, Optional, Sequence, Tuple
+from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
 FORWARD, BACKWARD = "forward", "backward"
 
@@ -114,6 +114,15 @@ def _reason(bytes_: Optional[int], flops: Optional[int], tensors: Sequence[Tenso
     if flops is None:
         parts.append(why or "no FLOP formula")
     return "; ".join(parts) or None
+
+
+def gathered(read: Sequence[Tensor], written: Sequence[Tensor]) -> List[Tensor]:
+    """The least an operator that moves data (a gather, a slice, a diagonal, a layout) reads of
+    `read`: each element it writes comes from one element read, so of each tensor no more
+    elements than it writes in all (the whole of a smaller one). Counting every input whole would
+    not be a lower bound for these: a diagonal of a matrix reads one row's worth of it."""
+    elements = sum(t.elements for t in written)
+    return [t if t.elements <= elements else Tensor((elements,), t.dtype) for t in read]
 
 
 def forward_work(inputs: Sequence[Tensor], outputs: Sequence[Tensor], flops: Flops) -> Work:

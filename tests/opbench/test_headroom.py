@@ -42,7 +42,8 @@ def test_the_report_records_the_roofs_and_each_phase_agrees_with_its_work_and_ti
     jsonschema.validate(data, schemas.load("report"))
     block = data["extra"]["roofs"]["torch"]
     assert block["source"] in ("cached", "taken") and block["roofs"]["framework"] == "torch" and block["reason"] is None
-    assert "bandwidth: the best of torch add_ (threads 1) and numpy add.reduce (threads 1)" in block["roofs"]["notes"][-2]
+    assert "bandwidth: the best of torch add_ (threads 1) and torch fill_ (threads 1) and numpy add.reduce (threads 1)" \
+        in block["roofs"]["notes"][-2]
     report = Report.from_dict(data)
     options = {"manifest": report.settings["manifest"]["path"], "manifest_sha256": report.settings["manifest"]["sha256"]}
     checked = 0
@@ -170,6 +171,11 @@ def test_the_coverage_script_lists_phases_above_their_roof_and_the_roofs_cost(sw
     assert re.search(r"^ +\d phases without a roof: roof probes off \(--roofs off\)$", done.stdout, re.M)
     bad = subprocess.run([*script, str(tmp_path / "absent.json")], capture_output=True, text=True)
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "does not exist" in bad.stderr
+    # --rework: the phase's work computed again from its recorded median, so the planted figure is gone
+    again = subprocess.run([*script[:-1], "--rework", "--reports", str(tmp_path / "planted.json")],
+                           capture_output=True, text=True)
+    assert "efficiencies computed again with this version's work formulas" in again.stdout, again.stderr
+    assert "above 110% of the roof: 0 (target 0)" in again.stdout
 
 
 def test_a_dtype_without_a_measured_peak_has_rates_but_no_roof_with_the_reason(tmp_path):

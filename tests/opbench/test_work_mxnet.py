@@ -128,3 +128,28 @@ def test_the_coverage_script_prints_each_suites_targets():
                          capture_output=True, text=True, timeout=600)
     assert bad.returncode == 2 and bad.stderr.strip() == ("work_coverage: error: unknown suite 'tf'; choose from "
                                                           "mxnet, torch, rnnbench")
+
+
+def only(op, variant=None):
+    specs = generate_cases(ops=[op])[0]
+    return next(s for s in specs if variant is None or s.params["variant"] == variant)
+
+
+def test_data_movement_reads_no_more_than_it_writes_and_a_write_only_op_reads_nothing():
+    """Bytes are a lower bound: counting every input whole put the default sweep's diag,
+    shape_array and pick at 400-3500% of the bandwidth roof."""
+    diag = work.work(only("diag", "(10000,100)"))  # 100 elements written, so at most 100 read
+    assert diag["forward"].bytes == 2 * 100 * 4
+    assert diag["backward"].bytes == 100 * 4 + 10000 * 100 * 4  # the head's 100, and the whole gradient written
+    assert work.work(only("shape_array", "(1024,1024)"))["forward"].bytes == 2 * 4 + 2 * 8  # 2 int64 written, 2 read at most
+    reset = only("reset_arrays")
+    assert work.work(reset)["forward"].bytes == sum(t.nbytes for t in work.case_of(reset).outputs)
+    loss = only("MakeLoss")
+    gradient = sum(t.nbytes for t in work.gradient_tensors(loss))
+    assert work.work(loss)["backward"].bytes == gradient  # the loss's scale, written: no head read
+
+
+def test_a_diagonal_reduction_reads_the_diagonal():
+    spec = only("linalg_sumlogdiag")
+    n = spec.params["inputs"]["A"]["shape"][-1]
+    assert work.work(spec)["forward"].bytes == n * 4 + 4

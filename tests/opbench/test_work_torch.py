@@ -151,3 +151,34 @@ def test_contractions_that_torch_lowers_to_products_equal_flop_counter():
         phases = work.work_of(entry, {}, fn, path, "blas", True)
         forward, backward, _, _ = real_counts(fn, entry, {}, True)
         assert (phases["forward"].flops, phases["backward"].flops) == (forward, backward) and forward > 0, path
+
+
+def phases_of(path, *shapes, category, **kwargs):
+    entry, fn = direct(path, *shapes, **kwargs)
+    found = work.work_of(entry, {}, fn, path, category, True)
+    return found["forward"].bytes, found["backward"].bytes
+
+
+def test_a_view_moves_nothing_and_a_copy_of_a_slice_reads_only_the_slice():
+    """Bytes are a lower bound: counting a view's input and output whole put the default torch
+    sweep's reshapes and transposes at 300-5000% of the bandwidth roof."""
+    assert phases_of("t", (64, 32), category="shape") == (0, 0)  # a view, and its gradient a view of the head
+    # returns its input; its gradient is the head itself, which the leaf gets a copy of
+    assert phases_of("positive", (64, 32), category="unary_ufunc") == (0, 2 * 64 * 32 * 4)
+    # 8 rows of 64 copied: those read and written; the backward reads them of the head and writes the whole gradient
+    assert phases_of("narrow_copy", (64, 32), category="shape", dim=0, start=0, length=8) == (2 * 8 * 32 * 4,
+                                                                                              8 * 32 * 4 + 64 * 32 * 4)
+
+
+def test_a_zero_derivative_writes_zeros_and_a_trace_reads_its_diagonal():
+    assert phases_of("sgn", (64, 32), category="unary_ufunc")[1] == 64 * 32 * 4
+    assert phases_of("trace", (64, 32), category="linalg")[0] == 32 * 4 + 4
+    assert phases_of("exp", (64, 32), category="unary_ufunc") == (2 * 64 * 32 * 4, 3 * 64 * 32 * 4)
+
+
+def test_a_call_that_returns_its_input_computes_nothing():
+    entry, fn = direct("positive", (64, 32))
+    found = work.work_of(entry, {}, fn, "positive", "unary_ufunc", True)
+    assert all(p.flops is None and p.reason == work.VIEW for p in found.values())
+    entry, fn = direct("sgn", (64, 32))
+    assert work.work_of(entry, {}, fn, "sgn", "unary_ufunc", True)["backward"].flops is None

@@ -348,15 +348,53 @@ def flops_of(case: Case) -> Flops:
         return W.no_formula(f"no FLOP formula for this case of {name} ({type(error).__name__}: {error})")
 
 
-def backward_reads(case: Case) -> List[Tensor]:
-    """What the derivative reads besides the head gradients (a lower bound: nothing where it
-    is a constant, the outputs where it is written in them)."""
+#: operators with a FLOP formula that read only what they pick (the rest of data movement is
+#: known by its reason, MOVEMENT)
+_GATHERS = ("choose_element_0index",)
+#: operators that read only their inputs' diagonals
+_DIAGONAL = ("linalg_sumlogdiag",)
+#: operators that write their outputs without reading an input's data (reset_arrays zeroes
+#: its arrays)
+_WRITE_ONLY = ("reset_arrays",)
+#: operators whose gradient is a constant the head gradient does not enter (a loss's scale)
+_HEAD_UNREAD = ("MakeLoss", "make_loss")
+
+
+def _moves_data(case: Case, flops: Flops) -> bool:
+    return flops.reason == MOVEMENT or case.spec.params["op"] in _GATHERS
+
+
+def forward_reads(case: Case, flops: Flops) -> List[Tensor]:
+    """What the forward reads at least: every input, except where an operator moves data
+    (W.gathered), reads only diagonals, or only writes."""
     name = case.spec.params["op"]
-    if name in _CONSTANT_DERIVATIVE:
+    if name in _WRITE_ONLY:
+        return []
+    if name in _DIAGONAL:
+        return [W.tensor((*t.shape[:-2], min(t.shape[-2:])), t.dtype) for t in case.all_inputs]
+    if _moves_data(case, flops):
+        return W.gathered(case.all_inputs, case.outputs)
+    return case.all_inputs
+
+
+def backward_reads(case: Case, flops: Flops) -> List[Tensor]:
+    """What the derivative reads besides the head gradients (a lower bound: nothing where it
+    is a constant or moves the head's data, the outputs where it is written in them)."""
+    name = case.spec.params["op"]
+    if name in _CONSTANT_DERIVATIVE or name in _HEAD_UNREAD or _moves_data(case, flops):
         return []
     if name in _SOFTMAX or name in ("exp", "sigmoid", "tanh", "relu", "sqrt"):
         return list(case.outputs or [])
     return case.all_inputs
+
+
+def heads_read(case: Case, flops: Flops, gradients: List[Tensor]) -> List[Tensor]:
+    """The head gradients the backward reads: none where the gradient is a constant of its
+    own, no more than it writes where it moves data (a diagonal's backward)."""
+    if case.spec.params["op"] in _HEAD_UNREAD:
+        return []
+    heads = list(case.outputs or [])
+    return W.gathered(heads, gradients) if _moves_data(case, flops) else heads
 
 
 def work(spec: CaseSpec) -> Dict[str, Work]:
@@ -367,8 +405,10 @@ def work(spec: CaseSpec) -> Dict[str, Work]:
         missing = Work(W.FORWARD, None, flops.forward, f"bytes unknown: {case.why_no_outputs}")
         phases = {W.FORWARD: missing}
     else:
-        phases = {W.FORWARD: W.forward_work(case.all_inputs, case.outputs, flops)}
+        phases = {W.FORWARD: W.forward_work(forward_reads(case, flops), case.outputs, flops)}
     if spec.params.get("run_backward"):
-        phases[W.BACKWARD] = W.backward_work(case.outputs or [], backward_reads(case), gradient_tensors(spec), flops) \
-            if case.outputs is not None else Work(W.BACKWARD, None, flops.backward, f"bytes unknown: {case.why_no_outputs}")
+        gradients = gradient_tensors(spec)
+        phases[W.BACKWARD] = W.backward_work(heads_read(case, flops, gradients), backward_reads(case, flops), gradients,
+                                             flops) if case.outputs is not None else \
+            Work(W.BACKWARD, None, flops.backward, f"bytes unknown: {case.why_no_outputs}")
     return phases

@@ -332,6 +332,8 @@ CATEGORY_FAMILIES: Dict[str, Callable[[Call], Flops]] = {
     "unary_ufunc": _pointwise, "binary_ufunc": _pointwise, "activation": _pointwise,
 }
 MOVEMENT = "data movement: no arithmetic; bytes are its measure"
+VIEW = "a view of its input: no data moved, no arithmetic"
+HEAD_VIEWS = "its gradients are views of the head gradient (as autograd returns them): no data moved, no arithmetic"
 NO_FORMULA_OPS = {
     **{name: MOVEMENT for name in ("diag", "diag_embed", "diagflat", "diagonal", "linalg.diagonal", "tril", "triu",
                                    "block_diag")},
@@ -370,30 +372,102 @@ def flops_of(call: Call) -> Flops:
     return flops
 
 
-def backward_reads(call: Call) -> list:
+#: factories that allocate without writing a value
+UNWRITTEN = ("empty", "empty_like", "empty_strided", "empty_permuted", "new_empty", "new_empty_strided")
+#: operators that may stop at the first element that decides (equal), or once they have found
+#: what they were asked for (nonzero_static): what they must read is not known without the values
+EARLY_EXIT = ("equal", "nonzero_static")
+#: operators whose derivative is zero: the backward writes zeros, reading nothing
+ZERO_DERIVATIVE = ("sign", "sgn", "round", "floor", "ceil", "trunc", "fix")
+
+
+def _storages(tensors: list) -> set:
+    return {t.untyped_storage()._cdata for t in tensors}
+
+
+def unaliased(tensors: list, sources: list) -> list:
+    """The tensors that are not views of (or the same as) one of `sources`: those whose data is
+    written. A view writes nothing and reads nothing: torch returns it without touching data."""
+    shared = _storages(sources)
+    return [t for t in tensors if t.untyped_storage()._cdata not in shared]
+
+
+#: indexing operators that search their input (every element read, however few they write)
+SEARCHES = ("nonzero", "argwhere", "masked_select", "unique", "unique_consecutive", "bincount", "histc")
+
+
+def moves_data(call: Call, flops: Flops) -> bool:
+    """The call gathers or lays out data: it reads no more elements than it writes."""
+    return (flops.reason == MOVEMENT or call.category in ("shape", "indexing")) and call.name not in SEARCHES
+
+
+def forward_reads(call: Call, written: list, flops: Flops) -> List[Tensor]:
+    """What the forward reads at least: every input, except where the call moves data (no more
+    than it writes: W.gathered), makes its output from nothing (factories, and isreal of a real
+    tensor), may stop early, or reads a diagonal (trace)."""
+    real = not any(t.dtype.is_complex for t in call.inputs)
+    views_only = bool(call.outputs) and not written  # every output a view of an input: nothing read
+    if views_only or call.category == "factory" or call.name in EARLY_EXIT or (call.name == "isreal" and real):
+        return []
+    if call.name == "trace":
+        return [W.tensor((min(call.first.shape),), dtype_name(call.first.dtype))]
+    inputs = as_tensors(call.inputs)
+    return W.gathered(inputs, as_tensors(written)) if moves_data(call, flops) else inputs
+
+
+def backward_reads(call: Call, flops: Flops) -> list:
     """What the derivative reads besides the head (a lower bound)."""
-    if call.name in ("add", "sub", "sum", "mean", "neg", "nn.functional.pad", "clone"):
+    if call.name in ("add", "sub", "sum", "mean", "neg", "nn.functional.pad", "clone") or moves_data(call, flops):
         return []
     if call.name in SOFTMAX or call.name in ("exp", "sigmoid", "tanh"):
         return call.outputs
     return call.inputs
 
 
+def written_gradients(call: Call) -> Tuple[list, list]:
+    """(the head gradients, the gradients the backward writes): the backward run on the call's
+    own tensors (meta ones: no arithmetic) with a fresh head per output, less the gradients that
+    are new views of a head (a reshape's, a transpose's, a concatenation's pieces: autograd
+    hands them to the leaves as they are). A gradient that is a head itself (an add's) counts:
+    the timed backward's heads are held by its caller, so the leaf gets a copy. Where no
+    backward runs there, every gradient counts."""
+    import torch
+
+    inputs = [t for t in call.inputs if t.requires_grad]
+    outputs = [t for t in call.outputs if t.requires_grad]
+    heads = [torch.empty_like(t) for t in outputs]
+    try:
+        found = torch.autograd.grad(outputs, inputs, heads, allow_unused=True)
+    except Exception:  # noqa: BLE001 - no backward on these tensors: the formula's bound stands
+        return heads, inputs
+    gradients = [g if g is not None else t for g, t in zip(found, inputs)]
+    views = unaliased(gradients, heads)
+    return heads, [g for g in gradients if any(g is v for v in views) or any(g is h for h in heads)]
+
+
 def work_of(entry: dict, data: dict, fn: Callable, name: str, category: Optional[str],
             run_backward: bool) -> Dict[str, Work]:
-    """A decoded entry's work per timed phase."""
+    """A decoded entry's work per timed phase: what it reads at least and what it writes, less
+    the outputs that are views of its inputs (and gradients that are views of the heads)."""
     found, why = decoded(entry, data, fn, run_backward)
     phases = (W.FORWARD, W.BACKWARD) if run_backward else (W.FORWARD,)
     if found is None:
         return {phase: Work(phase, None, None, why) for phase in phases}
     call = Call(name, category, *found)
-    flops = flops_of(call)
-    inputs, outputs = as_tensors(call.inputs), as_tensors(call.outputs)
-    result = {W.FORWARD: W.forward_work(inputs, outputs, flops)}
+    written = [] if name in UNWRITTEN else unaliased(call.outputs, call.inputs)
+    flops = flops_of(call) if written or not call.outputs else W.no_formula(VIEW)
+    result = {W.FORWARD: W.forward_work(forward_reads(call, written, flops), as_tensors(written), flops)}
     if run_backward:
-        grads = as_tensors([t for t in call.inputs if t.requires_grad])
-        heads = as_tensors([t for t in call.outputs if t.requires_grad])
-        result[W.BACKWARD] = W.backward_work(heads, as_tensors(backward_reads(call)), grads, flops)
+        heads, gradients = written_gradients(call)
+        grads = as_tensors(gradients)
+        if not gradients:  # views of the heads: nothing read, written or computed
+            read_heads, reads, flops = [], [], W.no_formula(HEAD_VIEWS)
+        elif name in ZERO_DERIVATIVE:  # zeros written: nothing read, nothing computed
+            read_heads, reads, flops = [], [], W.Flops(flops.forward, None, "a zero derivative: zeros written")
+        else:
+            read_heads = W.gathered(as_tensors(heads), grads) if moves_data(call, flops) else as_tensors(heads)
+            reads = as_tensors(backward_reads(call, flops)) if written else []  # a view's: the head alone
+        result[W.BACKWARD] = W.backward_work(read_heads, reads, grads, flops)
     return result
 
 
