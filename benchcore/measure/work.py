@@ -14,7 +14,7 @@ The FLOPs come from formula families, each counting what its literature counts: 
 is two operations (torch.utils.flop_counter's convention, which the tests hold the matrix
 families to); pointwise, reduction, softmax and normalisation families count the arithmetic of
 each element by the constants below. A family without a formula for a phase says so: flops None
-with the reason, never 0. The suites map their operators to these families
+with the reason, never 0; 0 is a phase known to compute nothing (a view), with its reason. The suites map their operators to these families
 (opbench.backends.*.work, rnnbench.work); nothing here knows a framework.
 """
 
@@ -78,6 +78,11 @@ def no_formula(reason: str) -> Flops:
     return Flops(None, None, reason)
 
 
+def no_arithmetic(reason: str) -> Flops:
+    """A phase known to compute nothing (a view, a zero derivative): 0 FLOPs, and why."""
+    return Flops(0, 0, reason)
+
+
 @dataclass(frozen=True)
 class Work:
     """One phase's compulsory bytes (a lower bound) and FLOPs; `reason` says why either is None."""
@@ -113,6 +118,8 @@ def _reason(bytes_: Optional[int], flops: Optional[int], tensors: Sequence[Tenso
         parts.append(f"bytes unknown: no element size for dtype {', '.join(unknown)}")
     if flops is None:
         parts.append(why or "no FLOP formula")
+    elif flops == 0 and why:  # no arithmetic, and why (a view; a zero derivative)
+        parts.append(why)
     return "; ".join(parts) or None
 
 
@@ -267,8 +274,11 @@ def fft(points: int, length: int, real: bool = False) -> Flops:
 
 def comparison_sort(elements: int, length: int) -> Flops:
     """A comparison sort of rows of `length`: about log2(length) comparisons an element; its
-    backward scatters the head gradient back, which no formula here counts."""
-    return Flops(int(elements * max(1.0, log2(length))), None, "no backward formula for a sort")
+    backward scatters the head gradient back by the sort's indices: data movement, no arithmetic."""
+    return Flops(int(elements * max(1.0, log2(length))), 0, SORT_BACKWARD)
+
+
+SORT_BACKWARD = "a sort's backward scatters the head gradient back: data movement, no arithmetic"
 
 
 def interpolation(output_elements: int, taps: int) -> Flops:

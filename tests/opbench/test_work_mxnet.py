@@ -58,7 +58,7 @@ def test_every_default_case_has_its_bytes_and_the_matrix_families_their_flops():
         if spec.params["op"] in MATRIX_FAMILIES:
             assert all(p.flops for p in phases.values()), spec.name
         for phase in phases.values():
-            assert phase.flops is None or phase.flops > 0
+            assert phase.flops is None or phase.flops > 0 or phase.reason == W.SORT_BACKWARD  # 0: said why
             assert phase.flops is not None or phase.reason, spec.name
     with_flops = sum(all(p.flops for p in phases.values()) for phases in found.values())
     assert with_flops / len(specs) >= 0.6

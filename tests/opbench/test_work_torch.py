@@ -179,6 +179,9 @@ def test_a_zero_derivative_writes_zeros_and_a_trace_reads_its_diagonal():
 def test_a_call_that_returns_its_input_computes_nothing():
     entry, fn = direct("positive", (64, 32))
     found = work.work_of(entry, {}, fn, "positive", "unary_ufunc", True)
-    assert all(p.flops is None and p.reason == work.VIEW for p in found.values())
+    # a pointwise family's call that computed nothing: 0 FLOPs, 0 bytes, and why
+    assert all(p.flops == 0 and p.reason == work.VIEW for p in found.values())
+    entry, fn = direct("t", (64, 32))  # a view of the shape family: no FLOP formula, as data movement
+    assert work.work_of(entry, {}, fn, "t", "shape", True)["forward"].flops is None
     entry, fn = direct("sgn", (64, 32))
-    assert work.work_of(entry, {}, fn, "sgn", "unary_ufunc", True)["backward"].flops is None
+    assert work.work_of(entry, {}, fn, "sgn", "unary_ufunc", True)["backward"].flops == 0

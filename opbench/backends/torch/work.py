@@ -455,15 +455,17 @@ def work_of(entry: dict, data: dict, fn: Callable, name: str, category: Optional
         return {phase: Work(phase, None, None, why) for phase in phases}
     call = Call(name, category, *found)
     written = [] if name in UNWRITTEN else unaliased(call.outputs, call.inputs)
-    flops = flops_of(call) if written or not call.outputs else W.no_formula(VIEW)
+    flops = flops_of(call)
+    if call.outputs and not written:  # a view: an arithmetic family's call computed nothing (0); movement's stays None
+        flops = W.no_arithmetic(VIEW) if flops.forward is not None else W.no_formula(VIEW)
     result = {W.FORWARD: W.forward_work(forward_reads(call, written, flops), as_tensors(written), flops)}
     if run_backward:
         heads, gradients = written_gradients(call)
         grads = as_tensors(gradients)
         if not gradients:  # views of the heads: nothing read, written or computed
-            read_heads, reads, flops = [], [], W.no_formula(HEAD_VIEWS)
+            read_heads, reads, flops = [], [], W.no_arithmetic(HEAD_VIEWS)
         elif name in ZERO_DERIVATIVE:  # zeros written: nothing read, nothing computed
-            read_heads, reads, flops = [], [], W.Flops(flops.forward, None, "a zero derivative: zeros written")
+            read_heads, reads, flops = [], [], W.Flops(flops.forward, 0, "a zero derivative: zeros written")
         else:
             read_heads = W.gathered(as_tensors(heads), grads) if moves_data(call, flops) else as_tensors(heads)
             reads = as_tensors(backward_reads(call, flops)) if written else []  # a view's: the head alone
