@@ -185,3 +185,11 @@ def test_a_call_that_returns_its_input_computes_nothing():
     assert work.work_of(entry, {}, fn, "t", "shape", True)["forward"].flops is None
     entry, fn = direct("sgn", (64, 32))
     assert work.work_of(entry, {}, fn, "sgn", "unary_ufunc", True)["backward"].flops == 0
+
+
+def test_a_sparse_output_is_written_data_not_a_view():
+    import torch
+
+    dense = torch.zeros(4, 4)
+    sparse = dense.to_sparse()
+    assert work.unaliased([sparse, dense.t()], [dense]) == [sparse]

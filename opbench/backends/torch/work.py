@@ -381,15 +381,19 @@ EARLY_EXIT = ("equal", "nonzero_static")
 ZERO_DERIVATIVE = ("sign", "sgn", "round", "floor", "ceil", "trunc", "fix")
 
 
-def _storages(tensors: list) -> set:
-    return {t.untyped_storage()._cdata for t in tensors}
+def _storage(t) -> Optional[int]:
+    """The tensor's storage's identity; None for one without a plain storage (sparse, nested)."""
+    try:
+        return t.untyped_storage()._cdata
+    except (RuntimeError, NotImplementedError):
+        return None
 
 
 def unaliased(tensors: list, sources: list) -> list:
     """The tensors that are not views of (or the same as) one of `sources`: those whose data is
     written. A view writes nothing and reads nothing: torch returns it without touching data."""
-    shared = _storages(sources)
-    return [t for t in tensors if t.untyped_storage()._cdata not in shared]
+    shared = {_storage(t) for t in sources} - {None}
+    return [t for t in tensors if _storage(t) is None or _storage(t) not in shared]
 
 
 #: indexing operators that search their input (every element read, however few they write)
