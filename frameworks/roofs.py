@@ -118,72 +118,42 @@ def add_call(framework: str, n: int, device: str) -> Tuple[Callable[[], object],
     return lambda: accumulator.add_(source), sync
 
 
-def fill_call(framework: str, n: int, device: str) -> Tuple[Callable[[], object], Callable[[], None]]:
-    """The framework's own fill of an n-element float32 array with a scalar (MXNet: `a[:] = x`,
-    its _set_value), a stream of writes with no read, and the sync that ends it."""
-    if framework == "mxnet":
-        import mxnet as mx
-
-        target = mx.nd.zeros(n, ctx=_mx_context(device))
-
-        def fill():
-            target[:] = 1.0
-            return target
-
-        return fill, mx.nd.waitall
-    import torch
-
-    target = torch.zeros(n, device=device)
-    sync = (lambda: torch.cuda.synchronize(device)) if device.startswith("cuda") else (lambda: None)
-    return lambda: target.fill_(1.0), sync
-
-
-#: each probe's call, and its arrays and streams: an add reads two arrays and writes one of them
-#: (three streams), a fill writes one (one stream)
-STREAMS = {"add": (add_call, 2, 3), "fill": (fill_call, 1, 1)}
-
-
-def stream_rate(framework: str, device: str, kind: str) -> Callable[[int], float]:
-    """A bandwidth probe by the framework's own call (STREAMS: add or fill) at the threads it was
-    given: several calls a timed call, the bytes of every stream counted."""
-    make, arrays, streams = STREAMS[kind]
+def add_rate(framework: str, device: str) -> Callable[[int], float]:
+    """The bandwidth probe by the framework's own add (add_call) at the threads it was given:
+    several adds a timed call, each reading the source and reading and writing the accumulator."""
 
     def rate(working_set: int) -> float:
-        n = max(1, working_set // (4 * arrays))  # float32 arrays that fill the working set
+        n = max(1, working_set // 8)  # float32: a source and an accumulator
         rows = max(2, (TINY_BYTES_PER_CALL if tiny() else R.BYTES_PER_CALL) // working_set)
-        step, sync = make(framework, n, device)
+        add, sync = add_call(framework, n, device)
 
         def call():
             for _ in range(rows):
-                step()
+                add()
 
-        return streams * rows * n * 4 / R.best_seconds(call, sync)
+        return 3 * rows * n * 4 / R.best_seconds(call, sync)
 
     return rate
 
 
-def probe_path(framework: str, device: str, kind: str) -> str:
-    """A bandwidth probe's path and the threads it ran at (on a CPU), as the roofs' notes say them."""
-    call = {("mxnet", "add"): "elemwise_add", ("mxnet", "fill"): "_set_value",
-            ("torch", "add"): "add_", ("torch", "fill"): "fill_"}[(framework, kind)]
+def add_path(framework: str, device: str) -> str:
+    """The bandwidth probe's path and the threads it ran at (on a CPU), as the roofs' notes say them."""
     if device.startswith("cuda"):
-        return f"{framework} {call} on {device}"
+        return f"{framework} {'elemwise_add' if framework == 'mxnet' else 'add_'} on {device}"
     if framework == "mxnet":
         threads = os.environ.get("OMP_NUM_THREADS")
-        return f"mxnet {call} (OMP_NUM_THREADS={threads})" if threads else \
-            f"mxnet {call} (MXNet's default OpenMP threads: OMP_NUM_THREADS unset)"
+        return f"mxnet elemwise_add (OMP_NUM_THREADS={threads})" if threads else \
+            "mxnet elemwise_add (MXNet's default OpenMP threads: OMP_NUM_THREADS unset)"
     import torch
 
-    return f"torch {call} (threads {torch.get_num_threads()})"
+    return f"torch add_ (threads {torch.get_num_threads()})"
 
 
 def bandwidth_probes(framework: str, device: str) -> Dict[str, Callable[[int], float]]:
-    """The probes whose best rate is each working set's: the framework's add and fill at the
-    sweep's threads, and on the CPU numpy's one-thread add too, which has no per-call cost (a
-    framework's call on a small working set times mostly its own overhead). The fill is there
-    because a stream of writes alone runs faster in the caches than an add's mix: a case that
-    only writes (zeros of a gradient) passed an add-only roof by 1.8x in L2."""
-    probes = {probe_path(framework, device, kind): stream_rate(framework, device, kind) for kind in STREAMS}
+    """The probes whose best rate is each working set's: the framework's add at the sweep's
+    threads, and on the CPU numpy's one-thread add too, which has no per-call cost (a framework's
+    call on a small working set times mostly its own overhead)."""
+    probes = {add_path(framework, device): add_rate(framework, device)}
     if not device.startswith("cuda"):
         probes["numpy add.reduce (threads 1)"] = R.add_rate
     return probes

@@ -432,9 +432,9 @@ def written_gradients(call: Call) -> Tuple[list, list]:
     """(the head gradients, the gradients the backward writes): the backward run on the call's
     own tensors (meta ones: no arithmetic) with a fresh head per output, less the gradients that
     are new views of a head (a reshape's, a transpose's, a concatenation's pieces: autograd
-    hands them to the leaves as they are). A gradient that is a head itself (an add's) counts:
-    the timed backward's heads are held by its caller, so the leaf gets a copy. Where no
-    backward runs there, every gradient counts."""
+    hands them to the leaves as they are), and those of inputs the call returned themselves. A
+    gradient that is a head itself (an add's) counts: the timed backward's heads are held by its
+    caller, so the leaf gets a copy. Where no backward runs there, every gradient counts."""
     import torch
 
     inputs = [t for t in call.inputs if t.requires_grad]
@@ -444,7 +444,8 @@ def written_gradients(call: Call) -> Tuple[list, list]:
         found = torch.autograd.grad(outputs, inputs, heads, allow_unused=True)
     except Exception:  # noqa: BLE001 - no backward on these tensors: the formula's bound stands
         return heads, inputs
-    gradients = [g if g is not None else t for g, t in zip(found, inputs)]
+    # an input the call returned itself (atleast_1d of a vector) gets its head untouched
+    gradients = [g if g is not None else t for g, t in zip(found, inputs) if not any(t is o for o in outputs)]
     views = unaliased(gradients, heads)
     return heads, [g for g in gradients if any(g is v for v in views) or any(g is h for h in heads)]
 
