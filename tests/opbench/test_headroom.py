@@ -15,8 +15,8 @@ import jsonschema
 import pytest
 
 from benchcore import schemas
-from benchcore.report.model import Report
 from benchcore.measure import work as W
+from benchcore.report.model import Report
 from frameworks import roofs as F
 from opbench.backends.torch import work as torch_work
 from opbench.cli import main as opbench
