@@ -393,7 +393,7 @@ def unaliased(tensors: list, sources: list) -> list:
     """The tensors that are not views of (or the same as) one of `sources`: those whose data is
     written. A view writes nothing and reads nothing: torch returns it without touching data."""
     shared = {_storage(t) for t in sources} - {None}
-    return [t for t in tensors if _storage(t) is None or _storage(t) not in shared]
+    return [t for t in tensors if _storage(t) not in shared]
 
 
 #: indexing operators that search their input (every element read, however few they write)
