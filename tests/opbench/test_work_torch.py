@@ -88,9 +88,9 @@ def test_a_family_that_reads_a_tensor_as_a_size_gives_no_flops_with_the_reason(m
     assert phases["forward"].flops is None and "its family's reading gave a Tensor" in phases["forward"].reason
 
 
-def direct(path, *tensors, category=None, **kwargs):
+def direct(path, *tensors, category=None, dtype="float32", **kwargs):
     """An entry of a direct call on fresh tensors of these shapes (the format crossframe carries)."""
-    node = [{"tensor": {"shape": list(shape), "dtype": "float32", "init": "normal"}} for shape in tensors]
+    node = [{"tensor": {"shape": list(shape), "dtype": dtype, "init": "normal"}} for shape in tensors]
     tree = {"input": node[0], "args": node[1:], "kwargs": kwargs}
     return {"tree": tree, "scale": {"k": 1, "ints": False}}, resolve(path)
 
@@ -173,7 +173,7 @@ def test_a_view_moves_nothing_and_a_copy_of_a_slice_reads_only_the_slice():
 
 
 def test_a_zero_derivative_writes_zeros_and_a_trace_reads_its_diagonal():
-    assert phases_of("sgn", (64, 32), category="unary_ufunc")[1] == 64 * 32 * 4
+    assert phases_of("sign", (64, 32), category="unary_ufunc")[1] == 64 * 32 * 4
     assert phases_of("trace", (64, 32), category="linalg")[0] == 32 * 4 + 4
     assert phases_of("exp", (64, 32), category="unary_ufunc") == (2 * 64 * 32 * 4, 3 * 64 * 32 * 4)
 
@@ -186,8 +186,19 @@ def test_a_call_that_returns_its_input_computes_nothing():
     assert found["backward"].reason == work.HEAD_VIEWS
     entry, fn = direct("t", (64, 32))  # a view of the shape family: no FLOP formula, as data movement
     assert work.work_of(entry, {}, fn, "t", "shape", True)["forward"].flops is None
+    entry, fn = direct("sign", (64, 32))
+    assert work.work_of(entry, {}, fn, "sign", "unary_ufunc", True)["backward"].flops == 0
+
+
+def test_an_efficient_zero_tensor_gradient_is_written_nothing():
+    """sgn's gradient of a real input is a ZeroTensor with no data: its timed backward wrote
+    "4 MB" at 262 GB/s, above every roof, while those bytes were counted as written."""
+    assert phases_of("sgn", (64, 32), category="unary_ufunc")[1] == 0
     entry, fn = direct("sgn", (64, 32))
-    assert work.work_of(entry, {}, fn, "sgn", "unary_ufunc", True)["backward"].flops == 0
+    backward = work.work_of(entry, {}, fn, "sgn", "unary_ufunc", True)["backward"]
+    assert backward.flops == 0 and backward.reason == work.ZERO_TENSORS
+    entry, fn = direct("sgn", (64, 32), dtype="complex64")  # a complex input's gradient is computed
+    assert work.work_of(entry, {}, fn, "sgn", "unary_ufunc", True)["backward"].bytes == 3 * 64 * 32 * 8
 
 
 def test_a_sparse_output_is_written_data_not_a_view():
