@@ -42,6 +42,7 @@ from benchcore.cli.options import render_report
 from benchcore.cli.request import ABRequest, SweepRequest
 from benchcore.compare.sequential import Looks
 from benchcore.errors import UsageError
+from benchcore.execute.rounds import ADDED_ROUND_MS, SHORT_MIN_RUNS, SHORT_MIN_WARMUP
 from benchcore.execute.sweep import check_side_python
 from benchcore.report.model import (
     Report,
@@ -78,6 +79,10 @@ def add_ab_arguments(parser, default_dir: str) -> None:
     group.add_argument("--max-rounds", type=int, default=None, metavar="N",
                        help=f"the most rounds a side any case gets (default --rounds + {DEFAULT_EXTRA_ROUNDS}); fixed "
                             "before the run, as the error rates' schedule needs")
+    group.add_argument("--added-round-ms", type=added_round_ms, default=ADDED_ROUND_MS, metavar="MS",
+                       help="an added round times a slow case for about this long, its warmup as long again (at least "
+                            f"{SHORT_MIN_RUNS} and {SHORT_MIN_WARMUP} calls, at most a planned round's; default "
+                            f"{ADDED_ROUND_MS:g}; 0: added rounds as long as planned ones)")
     group.add_argument("--count-undecided", action="store_true",
                        help="then count the instructions of the cases still undecided on time, both sides under "
                             "valgrind (--cache-sim and --count-workers apply), and judge them on counts too")
@@ -98,6 +103,18 @@ def budget(text: str) -> tuple:
     return unit, number
 
 
+def added_round_ms(text: str) -> float:
+    """--added-round-ms: a finite number of milliseconds, 0 or more."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"{text} is not a round's length: give milliseconds (e.g. {ADDED_ROUND_MS:g}), "
+                                         "or 0 for added rounds as long as planned ones")
+    return value
+
+
 def looks_for(planned: int, sides: ABRequest) -> Optional[Looks]:
     """The schedule of looks an A/B run of `planned` rounds fixes before it starts; None without
     added rounds."""
@@ -111,19 +128,25 @@ def looks_for(planned: int, sides: ABRequest) -> Optional[Looks]:
 
 class AddedRounds:
     """What an A/B run asks after its planned rounds and each added step: which cases get more
-    rounds. A case does while one of its quantities is undecided on rounds (a test ran: not a
-    clock-step or zero-time case), the horizon allows another step, and the budget the next step
-    would take is left (estimated from the planned rounds' time per case-round)."""
+    rounds, and how long (rounds.Short: a slow case's added rounds time fewer calls). A case does
+    while one of its quantities is undecided on rounds (a test ran: not a clock-step or zero-time
+    case), the horizon allows another step, and the budget the next step would take is left.
+
+    The next step's cost is estimated per case: its calls (the round's warmup and runs at its
+    calls' medians, both sides) and the set-up every case-round pays (the planned rounds' wall
+    beyond their calls, per case-round); after a step, scaled by what the last step really took
+    against its estimate."""
 
     def __init__(self, suite: Suite, sides: ABRequest, looks: Looks, reports_of: Callable[[dict], Dict[str, Report]],
-                 cases: int, say: Callable[[str], None]):
+                 cases: int, say: Callable[[str], None], warmup: int = 25, runs: int = 33):
         self.suite, self.sides, self.looks, self.reports_of, self.say = suite, sides, looks, reports_of, say
-        self.cases = cases
+        self.cases, self.warmup, self.runs = cases, warmup, runs
         self.started = time.perf_counter()
         self.planned_s: Optional[float] = None
         self.rounds = looks.planned
+        self.last_step: Optional[tuple] = None  # (when it started, its unscaled estimate in s)
 
-    def __call__(self, measured: dict) -> List:
+    def __call__(self, measured: dict) -> List[tuple]:
         from benchcore.compare.verdicts import compare
 
         now = time.perf_counter()
@@ -135,17 +158,56 @@ class AddedRounds:
         open_keys = undecided_cases(comparison, lambda m: m.basis == "rounds" and m.p_value is not None)
         quantities = sum(len(case.metrics) for case in comparison.cases)
         undecided = sum(m.verdict == "undecided" for case in comparison.cases for m in case.metrics)
-        why_not = self._why_not(len(open_keys), now)
+        added = self._added(reports, open_keys)
+        estimate_s = self._estimate_s(reports, added)
+        step_s = estimate_s * self._scale(now)
+        why_not = self._why_not(len(open_keys), now, step_s)
         if why_not:
             if open_keys:
                 self.say(f"{undecided} of {quantities} quantities undecided after {self.rounds} rounds a side; {why_not}")
             return []
+        shorts = sum(short is not None for _spec, short in added)
         self.say(f"{undecided} of {quantities} quantities undecided after {self.rounds} rounds a side: adding {STEP} "
-                 f"rounds a side to their {len(open_keys)} case(s)")
+                 f"rounds a side to their {len(open_keys)} case(s)" + (f", {shorts} of them short" if shorts else ""))
         self.rounds += STEP
-        return [r.spec for r in reports["base"].results if r.spec.key in open_keys]
+        self.last_step = (now, estimate_s)
+        return added
 
-    def _why_not(self, open_cases: int, now: float) -> Optional[str]:
+    def _added(self, reports: Dict[str, Report], open_keys: set) -> List[tuple]:
+        """(spec, its short round or None) for each case to add rounds to: short from the slower
+        side's calls, so neither side's round is cut below what fits."""
+        from benchcore.execute.rounds import call_ms, short_round
+
+        new = {r.spec.key: r for r in reports["new"].results}
+        found = []
+        for result in reports["base"].results:
+            if result.spec.key in open_keys:
+                calls = [c for c in (call_ms(result), call_ms(new.get(result.spec.key, result))) if c]
+                found.append((result.spec, short_round(max(calls, default=None), self.warmup, self.runs,
+                                                       self.sides.added_round_ms)))
+        return found
+
+    def _estimate_s(self, reports: Dict[str, Report], added: List[tuple]) -> float:
+        """The next step's wall (s) as the planned rounds' costs predict it."""
+        from benchcore.execute.rounds import call_ms
+
+        results = [r for report in reports.values() for r in report.results]
+        calls_s = sum((r.metrics or {}).get("timed_total_ms") or 0.0 for r in results) / 1000
+        setup_s = max(0.0, self.planned_s - calls_s) / max(1, self.cases * self.looks.planned)
+        sides = {key: [r for r in results if r.spec.key == key] for key in {spec.key for spec, _short in added}}
+        estimate = 0.0
+        for spec, short in added:
+            warmup, runs = (short.warmup, short.runs) if short else (self.warmup, self.runs)
+            estimate += setup_s + sum((call_ms(r) or 0.0) * (warmup + runs) for r in sides[spec.key]) / 1000
+        return estimate * STEP
+
+    def _scale(self, now: float) -> float:
+        """What the last step really took against its estimate (1 before any)."""
+        if self.last_step is None or self.last_step[1] <= 0:
+            return 1.0
+        return (now - self.last_step[0]) / self.last_step[1]
+
+    def _why_not(self, open_cases: int, now: float, step_s: float) -> Optional[str]:
         """Why no step is added now (None: one is)."""
         if not open_cases:
             return "nothing left to decide"
@@ -153,8 +215,7 @@ class AddedRounds:
             return f"--max-rounds {self.looks.horizon} reached"
         unit, amount = self.sides.budget
         budget_s = amount * self.planned_s if unit == "x" else amount
-        per_case_round = self.planned_s / max(1, self.cases * self.looks.planned)
-        if (now - self.started - self.planned_s) + per_case_round * open_cases * STEP > budget_s:
+        if (now - self.started - self.planned_s) + step_s > budget_s:
             return f"--budget {amount:g}{'x' if unit == 'x' else ' s'} spent"
         return None
 
@@ -164,11 +225,13 @@ def undecided_cases(comparison, counts: Callable = lambda metric: True) -> set:
     return {case.key for case in comparison.cases for m in case.metrics if m.verdict == "undecided" and counts(m)}
 
 
-def stamped(reports: Dict[str, Report], looks: Optional[Looks]) -> Dict[str, Report]:
-    """Both sides' reports with the schedule of looks they were judged by (settings.sequential)."""
+def stamped(reports: Dict[str, Report], looks: Optional[Looks], added_round_ms: Optional[float] = None) -> Dict[str, Report]:
+    """Both sides' reports with the schedule of looks they were judged by (settings.sequential),
+    and how long an added round timed a slow case."""
     if looks is not None:
+        extra = {} if added_round_ms is None else {"added_round_ms": added_round_ms}
         for report in reports.values():
-            report.settings["sequential"] = looks.to_dict()
+            report.settings["sequential"] = {**looks.to_dict(), **extra}
     return reports
 
 
@@ -180,9 +243,12 @@ def measure(suite: Suite, job, run_plan, request: SweepRequest, argv, extra: dic
 
     looks = looks_for(request.rounds, request.ab)
     say = lambda text: print(f"{suite.name}: {text}", file=sys.stderr)  # noqa: E731
-    asks = AddedRounds(suite, request.ab, looks, reports_of, len(job.specs), say) if looks is not None else None
+    asks = None
+    if looks is not None:
+        runs = job.rounds.runs_per_round(job.settings.runs)[-1]  # an added round's: the last planned round's
+        asks = AddedRounds(suite, request.ab, looks, reports_of, len(job.specs), say, job.round_settings.warmup, runs)
     measured = sweep.measure(job, run_plan, suite.name, argv, extra, more_rounds=asks, step=STEP)
-    return stamped(reports_of(measured), looks)
+    return stamped(reports_of(measured), looks, request.ab.added_round_ms)
 
 
 def plan(request: SweepRequest, suite: Suite) -> Dict[str, str]:

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Optional, Tuple, Type, TypeVar
 
 from benchcore.compare.count_verdicts import FUNCTIONS
+from benchcore.execute.rounds import ADDED_ROUND_MS
 
 Request = TypeVar("Request")
 
@@ -34,6 +35,8 @@ class ABRequest:
     #: --budget as benchcore.cli.ab.budget parses it: ("s", seconds) or ("x", multiple); "2x" by default
     budget: Tuple[str, float] = ("x", 2.0)
     max_rounds: Optional[int] = None
+    #: --added-round-ms: how long an added round times a slow case (benchcore.execute.rounds.Short)
+    added_round_ms: float = ADDED_ROUND_MS
     #: --count-undecided: count the instructions of the cases time leaves undecided
     count_undecided: bool = False
 

@@ -13,11 +13,14 @@ import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, Iterator, Optional, Tuple
+from typing import TYPE_CHECKING, Dict, Iterator, Optional, Tuple
 
 from benchcore.errors import UsageError
 from benchcore.measure.case import CaseSpec
 from benchcore.report.model import CaseResult
+
+if TYPE_CHECKING:
+    from benchcore.execute.rounds import Short
 
 #: the longest a checkpoint's appended results wait for an fsync: a crash of the machine itself
 #: loses at most that much, and an fsync per case cost 2-3% of a short sweep's wall
@@ -41,6 +44,8 @@ class Slot:
     spec: CaseSpec
     round: int = 1
     side: str = ""
+    #: an added round's fewer calls (benchcore.execute.rounds.Short); None: the round's own
+    short: Optional[Short] = None
 
     @property
     def key(self) -> tuple:

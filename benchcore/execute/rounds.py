@@ -15,6 +15,7 @@ that drift of the machine hits both sides alike.
 
 from __future__ import annotations
 
+import math
 import random
 from dataclasses import dataclass
 from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple
@@ -80,17 +81,19 @@ class RoundPlan:
                 pair += 1
         return slots
 
-    def added_slots(self, specs: Sequence[CaseSpec], sides: Sequence[str], first: int, count: int) -> List[Slot]:
-        """Rounds `first` .. `first + count - 1` of `specs` only: the rounds an A/B run adds to
-        the cases it has not decided (benchcore.compare.sequential), shuffled and alternated as
-        planned rounds are, each side first in half of them."""
+    def added_slots(self, added: Sequence[Tuple[CaseSpec, Optional[Short]]], sides: Sequence[str], first: int,
+                    count: int) -> List[Slot]:
+        """Rounds `first` .. `first + count - 1` of the `added` cases only: the rounds an A/B run
+        adds to the cases it has not decided (benchcore.compare.sequential), each with its short
+        round's calls (None: a planned round's), shuffled and alternated as planned rounds are,
+        each side first in half of them."""
         slots: List[Slot] = []
         for number in range(first, first + count):
-            ordered = list(specs)
+            ordered = list(added)
             random.Random(f"{self.order_seed}/{number}").shuffle(ordered)
-            for pair, spec in enumerate(ordered):
+            for pair, (spec, short) in enumerate(ordered):
                 turn = sides if (pair + number) % 2 == 0 else tuple(reversed(sides))
-                slots += [Slot(spec, number, side) for side in turn]
+                slots += [Slot(spec, number, side, short) for side in turn]
         return slots
 
     def to_dict(self) -> dict:
@@ -101,14 +104,69 @@ class RoundPlan:
 RUNS_PER_ROUND = "runs_per_round"
 
 
-def round_options(options: dict, number: int) -> dict:
+def round_options(options: dict, slot: Slot) -> dict:
     """A slot's options with its round's measured runs (options["rounds"][RUNS_PER_ROUND],
-    which a sweep sets; a round an A/B run added takes the last planned round's); the options as
-    given where none are set (a plain run_cases)."""
+    which a sweep sets; a round an A/B run added takes the last planned round's, or its short
+    round's calls); the options as given where none are set (a plain run_cases)."""
     runs = (options.get("rounds") or {}).get(RUNS_PER_ROUND)
     if not runs or "settings" not in options:
         return options
-    return {**options, "settings": {**options["settings"], "runs": runs[min(number, len(runs)) - 1]}}
+    settings = {**options["settings"], "runs": runs[min(slot.round, len(runs)) - 1]}
+    if slot.short is not None:
+        settings.update(warmup=slot.short.warmup, runs=slot.short.runs)
+    return {**options, "settings": settings}
+
+
+# --------------------------------------------------------------------------- short added rounds
+
+#: how long a round an A/B run adds times a case by default, its warmup as long again (ms)
+ADDED_ROUND_MS = 100.0
+#: a short round's least calls: the timed ones (steady state needs 4 to judge the first ones)…
+SHORT_MIN_RUNS = 5
+#: …and the warmup's (a fresh process's first calls fault in pages and build the kernels)
+SHORT_MIN_WARMUP = 3
+
+
+@dataclass(frozen=True)
+class Short:
+    """The calls of a round an A/B run adds to a case whose calls are slow: as many as fit in
+    `--added-round-ms` (its warmup likewise), never fewer than SHORT_MIN_RUNS and
+    SHORT_MIN_WARMUP, never more than a planned round's.
+
+    Why: on this kind of machine a round's figure moves with its process (its memory, the
+    machine's state that second) far more than with how many calls it holds (lab/notes/answers.md:
+    a 12 ms backward's quarters of one round agree within 1-3%, its rounds differ by 5-10%). A
+    comparison's precision comes from rounds, so a round of a slow case that repeats 25 warmup and
+    33 timed calls of 40 ms spends seconds on what a few calls already say; short, it costs a
+    fraction and the budget buys several times the rounds. Fast cases keep their full rounds:
+    what they cost is the round's set-up, not their calls."""
+
+    warmup: int
+    runs: int
+
+    def to_dict(self) -> dict:
+        return {"warmup": self.warmup, "runs": self.runs}
+
+
+def short_round(call_ms: Optional[float], warmup: int, runs: int, round_ms: float = ADDED_ROUND_MS) -> Optional[Short]:
+    """The short round of a case whose timed phases take `call_ms` together per call, against a
+    planned round's `warmup` and `runs`; None where the planned round's calls already fit (or
+    `round_ms` is 0: added rounds as long as planned ones)."""
+    if not call_ms or call_ms <= 0 or round_ms <= 0:
+        return None
+    fit = math.ceil(round_ms / call_ms)
+    short = Short(min(warmup, max(SHORT_MIN_WARMUP, fit)), min(runs, max(SHORT_MIN_RUNS, fit)))
+    return None if (short.warmup, short.runs) == (warmup, runs) else short
+
+
+def call_ms(result: CaseResult) -> Optional[float]:
+    """What one call of each of a case's timed phases took together (the sum of their wall
+    medians, ms): what a round spends per call of the case; None without a timed phase."""
+    from benchcore.report.figures import METRICS, from_measurement
+
+    timings = [from_measurement((result.metrics or {}).get(metric)) for metric in METRICS]
+    centers = [timing.center_ms for timing in timings if timing is not None and timing.center_ms]
+    return sum(centers) if centers else None
 
 
 # --------------------------------------------------------------------------- combining rounds

@@ -20,7 +20,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from benchcore.errors import UsageError
 from benchcore.execute.cluster.driver import ClusterPlan
-from benchcore.execute.rounds import RUNS_PER_ROUND, RoundPlan, combine_results
+from benchcore.execute.rounds import RUNS_PER_ROUND, RoundPlan, Short, combine_results
 from benchcore.measure import reference
 from benchcore.measure.case import CaseSpec
 from benchcore.measure.combine import combine_metrics
@@ -202,8 +202,8 @@ def side_environments(pythons: Dict[str, str], suite: Suite, argv: Sequence[str]
 
 
 #: what an A/B run asks after each step of rounds: given each side's combined results so far, the
-#: cases to add rounds to (none: stop)
-MoreRounds = Callable[[Dict[str, List[CaseResult]]], List[CaseSpec]]
+#: cases to add rounds to, each with its short round's calls or None (none: stop)
+MoreRounds = Callable[[Dict[str, List[CaseResult]]], List[Tuple[CaseSpec, Optional[Short]]]]
 
 
 def run(job: SweepJob, plan: RunPlan, more_rounds: Optional[MoreRounds] = None,
@@ -212,17 +212,17 @@ def run(job: SweepJob, plan: RunPlan, more_rounds: Optional[MoreRounds] = None,
 
     With `more_rounds` (an A/B run that decides as it goes, benchcore.cli.ab), after the planned
     rounds and after every `step` rounds added, the cases it names get `step` more rounds a side,
-    until it names none."""
+    until it names none (each case's added rounds as long as it says: rounds.Short)."""
     done = run_slots_of(job, plan, job.rounds.slots(job.all_specs, job.sides))
     combined = combine(job, done)
     number = job.rounds.rounds
-    specs = more_rounds(combined) if more_rounds is not None else []
+    asked = more_rounds(combined) if more_rounds is not None else []
     added = dataclasses.replace(plan, resume=True)  # the checkpoint holds this run's planned rounds
-    while specs:
-        done += run_slots_of(job, added, job.rounds.added_slots(specs, job.sides, number + 1, step))
+    while asked:
+        done += run_slots_of(job, added, job.rounds.added_slots(asked, job.sides, number + 1, step))
         number += step
         combined = combine(job, done)
-        specs = more_rounds(combined)
+        asked = more_rounds(combined)
     return combined
 
 

@@ -488,7 +488,7 @@ def _run_slot(slot: Slot, index: int, total: int, done: Dict[tuple, CaseResult],
         with lock:
             if on_start:
                 on_start(slot.spec, index, total)
-            slot_options = audits.options_for(slot, round_options(options, slot.round))
+            slot_options = audits.options_for(slot, round_options(options, slot))
         result = _result(slot.spec, runners.run(slot, slot_options, timeout_s))
         if store:
             with lock:

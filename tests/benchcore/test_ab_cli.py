@@ -53,7 +53,7 @@ def test_opbench_ab_adds_rounds_to_the_undecided_cases_only_and_judges_by_its_lo
     assert proc.returncode in (0, 1), proc.stderr
     base, new = Report.load(out / "base.json"), Report.load(out / "new.json")
     looks = {"planned": 2, "step": 2, "horizon": 4, "spending": "pocock"}
-    assert base.settings["sequential"] == new.settings["sequential"] == looks
+    assert base.settings["sequential"] == new.settings["sequential"] == {**looks, "added_round_ms": 100.0}
     comparison = json.loads((out / "comparison.json").read_text())
     assert comparison["sequential"] == looks
     rounds = {r.spec.key: len(r.rounds) for r in base.results}
@@ -63,6 +63,35 @@ def test_opbench_ab_adds_rounds_to_the_undecided_cases_only_and_judges_by_its_lo
         assert "rounds a side: adding 2 rounds a side to their" in proc.stderr
         assert all("2 looks (at 2, 4 rounds)" in m["reason"] for c in comparison["cases"] if c["key"] in added
                    for m in c["metrics"] if m["basis"] == "rounds" and m["p_value"] is not None)
+
+
+def test_opbench_ab_adds_short_rounds_to_a_case_whose_calls_outlast_the_added_round(tmp_path):
+    """--added-round-ms 0.001: every case's calls outlast it, so each added round warms up 3 calls
+    and times 5 (rounds.Short) where a planned one warmed up 6 and timed 10; a 0.01% margin leaves
+    an A/A run's quantities undecided, so the rounds are added."""
+    out = tmp_path / "ab"
+    proc = run("opbench", "ab", "--base-python", sys.executable, "--new-python", sys.executable, "--ops", "broadcast_add",
+               "--tiny", "-w", "6", "-r", "20", "--rounds", "2", "--max-rounds", "4", "--margin", "0.01%",
+               "--added-round-ms", "0.001", "--output-dir", str(out), cwd=tmp_path)
+    assert proc.returncode in (0, 1), proc.stderr
+    assert "rounds a side: adding 2 rounds a side to their" in proc.stderr and "of them short" in proc.stderr
+    for side in ("base", "new"):
+        report = Report.load(out / f"{side}.json")
+        assert report.settings["sequential"]["added_round_ms"] == 0.001
+        added = [r for r in report.results if len(r.rounds) == 4]
+        assert added, proc.stderr
+        for result in added:
+            assert result.metrics["forward"]["rounds"]["sizes"] == [10, 10, 5, 5]
+            # the warmup asked (steady state may add calls to it, and says how many)
+            assert [s["warmup_calls"] - s["extra_warmup"] for s in result.metrics["steady"]] == [6, 6, 3, 3]
+
+
+def test_ab_refuses_an_added_round_length_that_is_not_a_length(tmp_path):
+    for bad in ("-5", "nan", "soon"):
+        proc = run("opbench", "ab", "--base-python", sys.executable, "--new-python", sys.executable, *OPBENCH_FAST,
+                   "--added-round-ms", bad, "--output-dir", str(tmp_path / "o"), cwd=tmp_path)
+        assert proc.returncode == 2 and "is not a round's length" in proc.stderr, proc.stderr
+        assert "Traceback" not in proc.stderr and not (tmp_path / "o").exists()
 
 
 def test_rnnbench_ab_writes_both_reports_and_their_comparison(tmp_path):

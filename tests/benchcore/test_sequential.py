@@ -137,13 +137,13 @@ def test_two_reports_with_different_schedules_are_not_one_ab_run():
 
 # --------------------------------------------------------------------------- the A/B run's added rounds
 
-def _case(name, base_medians, new_medians):
+def _case(name, base_medians, new_medians, scale=1.0):
     from benchcore.measure.case import CaseSpec
     from benchcore.measure.measurement import Measurement
     from benchcore.report.model import CaseResult
 
     spec = CaseSpec("opbench", name, {"op": name, "category": "unary", "inputs": {}})
-    return [CaseResult(spec, "ok", {"forward": Measurement.from_rounds([[m, m] for m in medians]).to_dict()})
+    return [CaseResult(spec, "ok", {"forward": Measurement.from_rounds([[m * scale, m * scale] for m in medians]).to_dict()})
             for medians in (base_medians, new_medians)]
 
 
@@ -160,8 +160,9 @@ def _asker(cases, rounds=3, horizon=7, budget=("x", 2.0), planned_s=10.0):
     from benchcore.suite import Suite
 
     said = []
-    args = SimpleNamespace(threshold=5.0, alpha=ALPHA, budget=budget)
-    asker = AddedRounds(Suite("opbench"), args, Looks(3, 2, horizon), lambda measured: _reports(cases), 3, said.append)
+    args = SimpleNamespace(threshold=5.0, alpha=ALPHA, budget=budget, added_round_ms=100.0)
+    asker = AddedRounds(Suite("opbench"), args, Looks(3, 2, horizon), lambda measured: _reports(cases), len(cases),
+                        said.append)
     asker.rounds, asker.started = rounds, asker.started - planned_s
     return asker, said
 
@@ -171,7 +172,7 @@ def test_only_the_cases_with_an_undecided_quantity_get_more_rounds():
              _case("same", [1.0, 1.001, 0.999], [1.0, 1.0015, 0.9995]),  # decided: same within 5%
              _case("open", [1.0, 1.3, 0.8], [1.05, 1.1, 1.0])]           # undecided
     asker, said = _asker(cases)
-    assert [spec.name for spec in asker({})] == ["open"]
+    assert [(spec.name, short) for spec, short in asker({})] == [("open", None)]  # 1 ms calls: a full round fits
     assert asker.rounds == 5 and said == ["1 of 3 quantities undecided after 3 rounds a side: adding 2 rounds a side "
                                           "to their 1 case(s)"]
 
@@ -184,6 +185,37 @@ def test_the_horizon_and_the_budget_stop_the_added_rounds():
     assert asker({}) == [] and said[-1].endswith("--budget 1 s spent")
     asker, said = _asker([_case("same", [1.0, 1.001, 0.999], [1.0, 1.0015, 0.9995])])
     assert asker({}) == [] and said == []  # nothing left to decide: nothing said
+
+
+def test_a_slow_case_gets_short_added_rounds_and_the_budget_counts_them_short():
+    from benchcore.execute.rounds import Short, short_round
+
+    assert short_round(40.0, 25, 33) == Short(3, 5)        # 100 ms holds 3 calls: the least a round has
+    assert short_round(14.0, 25, 33) == Short(8, 8)        # as many as fit in 100 ms, warmup likewise
+    assert short_round(1.0, 25, 33) is None                 # a planned round's calls fit: as planned
+    assert short_round(40.0, 25, 33, round_ms=0) is None   # --added-round-ms 0: added rounds as planned ones
+    assert short_round(40.0, 2, 4) is None                 # never more calls than a planned round
+    slow = [_case("slow", [1.0, 1.3, 0.8], [1.05, 1.1, 1.0], scale=40.0)]  # 40-52 ms calls
+    # full rounds of it (58 calls of ~45 ms a side) cost ~10 s a step; short ones (8 calls) ~1.6 s
+    asker, said = _asker(slow, budget=("s", 6.0), planned_s=1.0)
+    assert [(spec.name, short) for spec, short in asker({})] == [("slow", Short(3, 5))]
+    assert said[-1].endswith("to their 1 case(s), 1 of them short")
+    asker, said = _asker(slow, budget=("s", 6.0), planned_s=1.0)
+    asker.sides.added_round_ms = 0.0  # as long as planned rounds: the same step no longer fits the budget
+    assert asker({}) == [] and said[-1].endswith("--budget 6 s spent")
+
+
+def test_the_budget_estimate_follows_what_the_last_step_really_took():
+    cases = [_case("open", [1.0, 1.3, 0.8], [1.05, 1.1, 1.0])]
+    asker, said = _asker(cases, budget=("s", 30.0))
+    assert asker({})
+    estimate = asker.last_step[1]  # ~6.9 s: 3.3 s of set-up a case-round (10 s for 3), twice
+    assert 6.0 < estimate < 8.0
+    # the step just added took 20 s: with 20 of 30 s spent, another step as estimated (6.9 s) would
+    # fit, but one as long as the last did (20 s) would not
+    asker.last_step = (asker.last_step[0] - 20.0, estimate)
+    asker.started -= 20.0
+    assert asker({}) == [] and said[-1].endswith("--budget 30 s spent")
 
 
 def test_budget_and_max_rounds_are_read_or_refused_in_one_line():
