@@ -520,12 +520,19 @@ def test_the_warmup_ends_once_the_counts_settle_and_leaves_no_dump(tmp_path):
     collector = _DumpingCollector(tmp_path, counts)
     assert warm_up(forward, steps, collector, 8) == 6
     assert not any(path.exists() for path in collector.written)
-    # counts that never agree run the whole warmup asked
-    drifting = _DumpingCollector(tmp_path, {"forward": [1000 + 10 * k for k in range(6)]})
-    assert warm_up(forward, None, drifting, 6) == 6
+    # counts that keep falling run the whole warmup asked
+    falling = _DumpingCollector(tmp_path, {"forward": [2000 - 10 * k for k in range(8)]})
+    assert warm_up(forward, None, falling, 8) == 8
+    # counts that move with the data (a sampler's) but no longer fall end it after two windows
+    noisy = _DumpingCollector(tmp_path, {"forward": [1500, 995, 1010, 1000, 1008, 992, 1003, 997]})
+    assert warm_up(forward, None, noisy, 8) == 7
 
 
 def test_settled_means_the_last_three_counts_within_a_tenth_of_a_percent():
     from benchcore.measure.instructions import settled
 
     assert settled([5000, 1000, 1000, 1001]) and not settled([1000, 1000]) and not settled([1000, 1000, 1002])
+    # counts that move by a percent with their data settle once their median stops falling…
+    assert settled([995, 1010, 1000, 1008, 992, 1003]) and not settled([995, 1010, 1000])
+    # …and not while it falls (a warmup's extra work shrinking), nor with one window alone
+    assert not settled([1100, 1090, 1080, 1070, 1060, 1050]) and not settled([1000, 1020, 990, 1010])
