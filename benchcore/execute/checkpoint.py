@@ -13,14 +13,11 @@ import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Dict, Iterator, Optional, Tuple
+from typing import Dict, Iterator, Optional, Tuple
 
 from benchcore.errors import UsageError
 from benchcore.measure.case import CaseSpec
 from benchcore.report.model import CaseResult
-
-if TYPE_CHECKING:
-    from benchcore.execute.rounds import Short
 
 #: the longest a checkpoint's appended results wait for an fsync: a crash of the machine itself
 #: loses at most that much, and an fsync per case cost 2-3% of a short sweep's wall
@@ -31,6 +28,27 @@ def json_default(value):
     if hasattr(value, "tolist"):
         return value.tolist()
     return str(value)
+
+
+@dataclass(frozen=True)
+class Short:
+    """The calls of a round an A/B run adds to a case whose calls are slow: as many as fit in
+    `--added-round-ms` (benchcore.execute.rounds.short_round) (its warmup likewise), never fewer than SHORT_MIN_RUNS and
+    SHORT_MIN_WARMUP, never more than a planned round's.
+
+    Why: on this kind of machine a round's figure moves with its process (its memory, the
+    machine's state that second) far more than with how many calls it holds (lab/notes/answers.md:
+    a 12 ms backward's quarters of one round agree within 1-3%, its rounds differ by 5-10%). A
+    comparison's precision comes from rounds, so a round of a slow case that repeats 25 warmup and
+    33 timed calls of 40 ms spends seconds on what a few calls already say; short, it costs a
+    fraction and the budget buys several times the rounds. Fast cases keep their full rounds:
+    what they cost is the round's set-up, not their calls."""
+
+    warmup: int
+    runs: int
+
+    def to_dict(self) -> dict:
+        return {"warmup": self.warmup, "runs": self.runs}
 
 
 @dataclass(frozen=True)

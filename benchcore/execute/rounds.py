@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from benchcore.errors import UsageError
-from benchcore.execute.checkpoint import Slot
+from benchcore.execute.checkpoint import Short, Slot
 from benchcore.measure.case import CaseSpec
 from benchcore.report.model import CaseResult
 
@@ -125,27 +125,6 @@ ADDED_ROUND_MS = 100.0
 SHORT_MIN_RUNS = 5
 #: …and the warmup's (a fresh process's first calls fault in pages and build the kernels)
 SHORT_MIN_WARMUP = 3
-
-
-@dataclass(frozen=True)
-class Short:
-    """The calls of a round an A/B run adds to a case whose calls are slow: as many as fit in
-    `--added-round-ms` (its warmup likewise), never fewer than SHORT_MIN_RUNS and
-    SHORT_MIN_WARMUP, never more than a planned round's.
-
-    Why: on this kind of machine a round's figure moves with its process (its memory, the
-    machine's state that second) far more than with how many calls it holds (lab/notes/answers.md:
-    a 12 ms backward's quarters of one round agree within 1-3%, its rounds differ by 5-10%). A
-    comparison's precision comes from rounds, so a round of a slow case that repeats 25 warmup and
-    33 timed calls of 40 ms spends seconds on what a few calls already say; short, it costs a
-    fraction and the budget buys several times the rounds. Fast cases keep their full rounds:
-    what they cost is the round's set-up, not their calls."""
-
-    warmup: int
-    runs: int
-
-    def to_dict(self) -> dict:
-        return {"warmup": self.warmup, "runs": self.runs}
 
 
 def short_round(call_ms: Optional[float], warmup: int, runs: int, round_ms: float = ADDED_ROUND_MS) -> Optional[Short]:
