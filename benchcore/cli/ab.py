@@ -167,41 +167,39 @@ class AddedRounds:
             if open_keys:
                 self.say(f"{undecided} of {quantities} quantities undecided after {self.rounds} rounds a side; {why_not}")
             return []
-        shorts = sum(short is not None for _spec, short in added)
+        shorts = sum(short is not None for _spec, short, _calls in added)
         self.say(f"{undecided} of {quantities} quantities undecided after {self.rounds} rounds a side: adding {STEP} "
                  f"rounds a side to their {len(open_keys)} case(s)" + (f", {shorts} of them short" if shorts else ""))
         self.rounds += STEP
         self.last_step = (now, estimate_s)
-        return added
+        return [(spec, short) for spec, short, _calls in added]
 
     def _added(self, reports: Dict[str, Report], open_keys: set) -> List[tuple]:
-        """(spec, its short round or None) for each case to add rounds to: short from the slower
-        side's calls, so neither side's round is cut below what fits."""
+        """(spec, its short round or None, its calls' ms on each side) for each case to add
+        rounds to: short from the slower side's calls, so neither side's round is cut below what
+        fits."""
         from benchcore.execute.rounds import call_ms, short_round
 
         new = {r.spec.key: r for r in reports["new"].results}
         found = []
         for result in reports["base"].results:
             if result.spec.key in open_keys:
-                calls = [c for c in (call_ms(result), call_ms(new.get(result.spec.key, result))) if c]
-                found.append((result.spec, short_round(max(calls, default=None), self.warmup, self.runs,
-                                                       self.sides.added_round_ms)))
+                calls = [call_ms(result), call_ms(new.get(result.spec.key, result))]
+                slowest = max((c for c in calls if c), default=None)
+                found.append((result.spec, short_round(slowest, self.warmup, self.runs, self.sides.added_round_ms),
+                              calls))
         return found
 
     def _estimate_s(self, reports: Dict[str, Report], added: List[tuple]) -> float:
         """The next step's wall (s) as the planned rounds' costs predict it."""
-        from benchcore.execute.rounds import call_ms
-
-        results = [r for report in reports.values() for r in report.results]
         if self.setup_s is None:  # the planned rounds' wall beyond their calls, per case-round
+            results = [r for report in reports.values() for r in report.results]
             calls_s = sum((r.metrics or {}).get("timed_total_ms") or 0.0 for r in results) / 1000
             self.setup_s = max(0.0, self.planned_s - calls_s) / max(1, self.cases * self.looks.planned)
-        setup_s = self.setup_s
-        sides = {key: [r for r in results if r.spec.key == key] for key in {spec.key for spec, _short in added}}
         estimate = 0.0
-        for spec, short in added:
+        for _spec, short, calls in added:
             warmup, runs = (short.warmup, short.runs) if short else (self.warmup, self.runs)
-            estimate += setup_s + sum((call_ms(r) or 0.0) * (warmup + runs) for r in sides[spec.key]) / 1000
+            estimate += self.setup_s + sum(c or 0.0 for c in calls) * (warmup + runs) / 1000
         return estimate * STEP
 
     def _scale(self, now: float) -> float:

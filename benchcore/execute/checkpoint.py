@@ -33,8 +33,8 @@ def json_default(value):
 @dataclass(frozen=True)
 class Short:
     """The calls of a round an A/B run adds to a case whose calls are slow: as many as fit in
-    `--added-round-ms` (benchcore.execute.rounds.short_round) (its warmup likewise), never fewer than SHORT_MIN_RUNS and
-    SHORT_MIN_WARMUP, never more than a planned round's.
+    `--added-round-ms` (its warmup likewise), never fewer than SHORT_MIN_RUNS and SHORT_MIN_WARMUP,
+    never more than a planned round's (benchcore.execute.rounds.short_round).
 
     Why: on this kind of machine a round's figure moves with its process (its memory, the
     machine's state that second) far more than with how many calls it holds (lab/notes/answers.md:
@@ -46,9 +46,6 @@ class Short:
 
     warmup: int
     runs: int
-
-    def to_dict(self) -> dict:
-        return {"warmup": self.warmup, "runs": self.runs}
 
 
 @dataclass(frozen=True)
