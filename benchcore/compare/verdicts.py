@@ -45,13 +45,15 @@ import numpy as np
 from benchcore.compare import drift as drift_model
 from benchcore.compare import efficiency
 from benchcore.compare.drift import Drift
-from benchcore.compare.sequential import LookedTests, Looks
+from benchcore.compare.sequential import Level, LookedTests, Looks
 from benchcore.compare.tests import (
     TestResult,
     VariancePrior,
     mann_whitney,
+    paired_log_spread,
     paired_t_on_logs,
     t_on_logs,
+    trimmed_count,
 )
 from benchcore.errors import UsageError
 from benchcore.measure import modes, reference
@@ -388,10 +390,11 @@ class Evidence:
 
 def _log_variance(base: Measurement, new: Measurement, paired: bool) -> tuple:
     """(variance, degrees of freedom) of one quantity that its test will moderate: of the log
-    ratios of paired rounds, else pooled over the two sides' log round figures."""
-    x, y = np.log(base.round_figures), np.log(new.round_figures)
+    ratios of paired rounds (trimmed as the paired test trims them), else pooled over the two
+    sides' log round figures."""
     if _pairs(base, new, paired):
-        return float((y - x).var(ddof=1)), len(x) - 1
+        return paired_log_spread(base.round_figures, new.round_figures)[1:]
+    x, y = np.log(base.round_figures), np.log(new.round_figures)
     df = len(x) + len(y) - 2
     return float((((x - x.mean()) ** 2).sum() + ((y - y.mean()) ** 2).sum()) / df), df
 
@@ -418,15 +421,15 @@ def _test_on_rounds(base: Measurement, new: Measurement, prior: Optional[Varianc
 def _looked_tests(bm: Measurement, nm: Measurement, evidence: Evidence, offset: float,
                   offset_variance: float) -> LookedTests:
     """The quantity's test at each look it had: with `evidence.looks`, at every point of the
-    schedule its rounds reached, each spending its share of alpha; else one look at all rounds."""
+    schedule its rounds reached, each at its nominal levels; else one look at all rounds."""
     rounds = min(bm.round_count, nm.round_count)
     if evidence.looks is None:
-        looks = [(None, evidence.alpha)]
+        looks = [Level(rounds, evidence.alpha, evidence.alpha)]
     else:
-        looks = evidence.looks.at(rounds, evidence.alpha) or evidence.looks.shares(evidence.alpha)[:1]
-    return LookedTests(tuple((n, share, _test_on_rounds(bm, nm, evidence.prior, evidence.paired, offset, offset_variance,
-                                                        n if evidence.looks is not None else None))
-                             for n, share in looks))
+        looks = evidence.looks.at(rounds, evidence.alpha) or evidence.looks.levels(evidence.alpha)[:1]
+    return LookedTests(tuple((level, _test_on_rounds(bm, nm, evidence.prior, evidence.paired, offset, offset_variance,
+                                                     level.rounds if evidence.looks is not None else None))
+                             for level in looks), evidence.looks)
 
 
 def _pairs(base: Measurement, new: Measurement, paired: bool) -> bool:
@@ -593,7 +596,11 @@ def _compare_rounds(metric: str, category: str, bm: Measurement, nm: Measurement
         return result
     looked = _looked_tests(bm, nm, evidence, offset, offset_variance + scatter ** 2)
     test = looked.last
-    result.p_value, result.test_method = looked.p_value(evidence.alpha), test.method
+    clear = _bimodal(result, bm, nm, evidence)
+    trimmed = clear is not None and _odd_rounds_trimmed(result, bm, nm, evidence.paired)
+    if trimmed:  # the looks before the trimming could reach the odd rounds do not count
+        clear = 1 if (test.log_change or 0.0) > 0 else -1
+    result.p_value, result.test_method = looked.p_value(last_only=trimmed), test.method
     result.ratio_low, result.ratio_high = test.ratio_ci95
     parts = [f"{bm.round_count} vs {nm.round_count} rounds" + (", paired as they ran" if _pairs(bm, nm, evidence.paired) else ""),
              f"between-round spread {_spread_pct(bm)} vs {_spread_pct(nm)}"]
@@ -608,10 +615,26 @@ def _compare_rounds(metric: str, category: str, bm: Measurement, nm: Measurement
     if scatter > 0:
         parts.append(f"±{scatter * 100:.1f}% scatter between the sweeps added")
     if len(looked.looks) > 1:
-        parts.append(f"{len(looked.looks)} looks (at {', '.join(str(n) for n, _s, _t in looked.looks)} rounds), "
-                     "p the sequential p-value over them")
-    _judge(result, evidence, "; ".join(parts), f"t-test on log {figure}", _bimodal(result, bm, nm, evidence), looked)
+        parts.append(f"{len(looked.looks)} looks (at {', '.join(str(level.rounds) for level, _t in looked.looks)} rounds), "
+                     + ("p the last look's" if trimmed else "p the sequential p-value over them"))
+    _judge(result, evidence, "; ".join(parts), f"t-test on log {figure}", clear, looked)
     return result
+
+
+def _odd_rounds_trimmed(result: MetricComparison, bm: Measurement, nm: Measurement, paired: bool) -> bool:
+    """Whether a bimodal quantity's odd rounds (those at its rarer speed, or holding both) are
+    few enough, on both sides together, that the paired test trims them all from either end:
+    then its figure is the speed most rounds ran at on both sides, and a side that drew the odd
+    speed more often cannot read as a change. Noted on `result`."""
+    if not _pairs(bm, nm, paired):
+        return False
+    odd = [len(modes.odd_rounds(m)) for m in (bm, nm)]
+    cut = trimmed_count(bm.round_count)
+    if sum(odd) > cut:
+        return False
+    result.bimodal += (f"; its odd rounds ({odd[0]} base, {odd[1]} new, of {bm.round_count}) are trimmed from the "
+                       f"paired test (it cuts {cut} from each end), so the speeds hold no verdict back")
+    return True
 
 
 def _spread_pct(m: Measurement) -> str:
@@ -693,7 +716,7 @@ def _decide(result: MetricComparison, threshold: float, alpha: float, evidence: 
     is called by Benjamini–Hochberg whatever the other quantities do, so the claim holds for a
     lone change as for many."""
     family = adjusted[1] if adjusted is not None else 1
-    level = alpha / family if looked is None else looked.last_share / family  # what the last look may spend
+    level = alpha / family if looked is None else looked.level(alpha / family)  # the last look's, at alpha/m
     if looked is not None:
         result.detectable_ratio = looked.last.detectable_ratio(level, CLAIM_POWER, math.log1p(threshold))
     direction = _beyond(result.judged_ratio, threshold)
@@ -732,13 +755,13 @@ def _inside(interval: Optional[Tuple[float, float]], threshold: float) -> bool:
 
 def _same_interval(result: MetricComparison, looked: Optional[LookedTests], alpha: float, threshold: float) -> tuple:
     """The interval of the judged ratio that `same` rests on, and its name: on rounds the first
-    look's (1 - 2·share) interval that lies within the margin (TOST at the look's share of alpha),
-    else the last look's; on one process the bounds of the two medians' 95% intervals; (None, "")
-    without either."""
+    look's (1 - 2·level) interval that lies within the margin (TOST at the look's one-sided
+    level), else the last look's; on one process the bounds of the two medians' 95% intervals;
+    (None, "") without either."""
     if looked is not None and looked.intervals():
         intervals = looked.intervals()
-        interval, share = next(((i, s) for i, s in intervals if _inside(i, threshold)), intervals[-1])
-        return interval, f"{(1 - 2 * share) * 100:.4g}%"
+        interval, level = next(((i, s) for i, s in intervals if _inside(i, threshold)), intervals[-1])
+        return interval, f"{(1 - 2 * level) * 100:.4g}%"
     if result.ratio_low is not None:
         return (result.ratio_low, result.ratio_high), "95%"
     return None, ""

@@ -151,6 +151,17 @@ def of(m: Optional["Measurement"]) -> Optional[Modes]:
     return across_rounds(m) or within_rounds(m)
 
 
+def odd_rounds(m: "Measurement") -> Tuple[int, ...]:
+    """The rounds (1-based) that are not at the quantity's usual speed: across processes the
+    rounds of the rarer speed, within a round those holding both; () with one speed."""
+    found = of(m)
+    if found is None:
+        return ()
+    if found.kind == WITHIN or 2 * len(found.rounds) <= m.round_count:
+        return found.rounds
+    return tuple(i for i in range(1, m.round_count + 1) if i not in found.rounds)
+
+
 def _range(m: "Measurement", modes: Optional[Modes]) -> Tuple[float, float]:
     if modes is not None:
         return modes.fast_ms, modes.slow_ms

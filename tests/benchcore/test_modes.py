@@ -121,3 +121,37 @@ def test_the_modes_figures_script_runs_every_model_and_plan():
     assert done.returncode == 0, done.stderr
     assert done.stdout.count("3 rounds: 2, 2, 1") == 5 and "two speeds 2x apart, per process" in done.stdout
     assert done.stdout.count("no labels: ") == 3  # compare with the rules and without, at three spreads
+
+
+def ab_pair(base_levels, new_levels, noise=0.01):
+    """The base and new reports of one interleaved A/B run of broadcast_add at these round levels."""
+    from tests.benchcore.test_compare import ENV
+
+    base = rounds_result("broadcast_add", base_levels, noise=noise, seed=1)
+    new = rounds_result("broadcast_add", new_levels, noise=noise, seed=2)
+    return (make_report([base], env=dict(ENV, ab_side="base")), make_report([new], env=dict(ENV, ab_side="new")))
+
+
+def test_a_rare_slow_round_on_each_side_holds_no_verdict_back_once_the_paired_test_trims_it():
+    """25 rounds a side of an A/B run, one at the slow speed on each side: the paired test cuts
+    two ratios from each end, so a +25% change is called (before: held back as overlapping
+    speeds, p = 1e-7), and an A/A pair is placed within the margin."""
+    rng = np.random.default_rng(3)
+    levels = list(1.0 + 0.03 * rng.standard_normal(25))
+    base = [2.6 if i == 17 else level for i, level in enumerate(levels)]
+    changed = [1.25 * level * (2.1 if i == 5 else 1.0) for i, level in enumerate(levels)]
+    m = compare(*ab_pair(base, changed)).cases[0].metrics[0]
+    assert m.verdict == "slower" and m.test_method == "paired-trimmed-t-log"
+    assert "its odd rounds (1 base, 1 new, of 25) are trimmed from the paired test (it cuts 2 from each end)" in m.reason
+    same = [level * (2.6 if i == 5 else 1.0) for i, level in enumerate(levels)]
+    assert compare(*ab_pair(base, same)).cases[0].metrics[0].verdict == "same"
+
+
+def test_odd_rounds_beyond_what_the_paired_test_trims_still_hold_a_change_back():
+    """Ten rounds a side (the paired test cuts one ratio from each end), the slow speed drawn in
+    one base round and six new ones: the side that drew it more often is still no regression."""
+    base = [2.6 if i == 3 else 1.0 for i in range(10)]
+    new = [2.6 if i in (0, 1, 4, 6, 8, 9) else 1.0 for i in range(10)]
+    m = compare(*ab_pair(base, new)).cases[0].metrics[0]
+    assert m.verdict == "undecided" and "the sides' speeds overlap, so slower is not called" in m.reason
+    assert "trimmed" not in m.reason

@@ -9,7 +9,7 @@ import math
 import numpy as np
 import pytest
 
-from benchcore.compare.sequential import Looks, sequential_p
+from benchcore.compare.sequential import Level, Looks
 from benchcore.compare.verdicts import Evidence, compare_timings
 from benchcore.errors import UsageError
 from benchcore.report.figures import sampled
@@ -49,18 +49,57 @@ def test_the_schedule_looks_after_the_planned_rounds_then_every_step_and_spends_
     assert Looks(3, 2, 8).schedule == [3, 5, 7, 8]  # the horizon is always a look
     # without added rounds: one look, spending all of alpha (a plain comparison)
     assert Looks(3).shares(ALPHA) == [(3, pytest.approx(ALPHA))]
-    assert LOOKS.at(7, ALPHA) == shares[:3]
+    assert Looks(3).levels(ALPHA) == [Level(3, pytest.approx(ALPHA), pytest.approx(ALPHA))]
+    assert LOOKS.at(7, ALPHA) == LOOKS.levels(ALPHA)[:3]
     assert Looks.from_dict(LOOKS.to_dict()) == LOOKS and Looks.from_dict(None) is None
     with pytest.raises(ValueError):
         Looks(3, 2, 2)
 
 
-def test_the_sequential_p_value_is_valid_under_the_null():
-    rng = np.random.default_rng(1)
-    shares = [share for _, share in LOOKS.shares(ALPHA)]
-    p_star = np.array([sequential_p(list(zip(rng.uniform(size=len(shares)), shares)), ALPHA) for _ in range(20000)])
-    for u in (0.01, 0.05, 0.2):
-        assert (p_star <= u).mean() <= u * 1.05
+def correlated_looks(looks, paths, seed=1):
+    """z statistics of `paths` null runs at every look: sums of unit increments over the first
+    n rounds, scaled by sqrt(n), so the looks share rounds as a quantity's tests do."""
+    sums = np.cumsum(np.random.default_rng(seed).standard_normal((paths, looks.horizon)), axis=1)
+    return np.stack([sums[:, n - 1] / math.sqrt(n) for n in looks.schedule], axis=1)
+
+
+def test_each_look_errs_first_with_its_share_given_the_looks_correlation():
+    """The levels are the group-sequential design's: on correlated null looks, the chance that
+    look k is the first to call a change is its share (two-sided, and one-sided for `same`);
+    later looks test at several times the share a union bound would give them."""
+    from scipy.stats import norm
+
+    looks = Looks(3, 2, 33)
+    z = correlated_looks(looks, 200_000)
+    levels, shares = looks.levels(ALPHA), [share for _n, share in looks.shares(ALPHA)]
+    two = np.abs(z) > norm.isf(np.array([level.two_sided for level in levels]) / 2)
+    one = z > norm.isf(np.array([level.one_sided for level in levels]))
+    for called in (two, one):
+        first = np.argmax(called, axis=1)[called.any(axis=1)]
+        firsts = np.bincount(first, minlength=len(levels)) / len(z)
+        for observed, share in zip(firsts, shares):  # within four binomial deviations
+            assert observed == pytest.approx(share, abs=4 * math.sqrt(share / len(z)))
+        assert called.any(axis=1).mean() == pytest.approx(ALPHA, abs=4 * math.sqrt(ALPHA / len(z)))
+    assert levels[-1].two_sided > 5 * shares[-1] and levels[0].two_sided == pytest.approx(shares[0])
+
+
+def test_the_sequential_p_value_is_valid_on_correlated_looks():
+    """The smallest level whose design calls one of the looks: P(p <= u) = u at every u the
+    false-discovery adjustment reads; scaling each look's p by alpha over its level at alpha
+    instead would be too small in the tail (the failure this guards against)."""
+    from scipy.stats import norm
+
+    looks = Looks(3, 2, 33)
+    p = 2 * norm.sf(np.abs(correlated_looks(looks, 100_000, seed=2)))
+    p_star = np.array([looks.p_value(list(zip(looks.schedule, row))) for row in p])
+    scaled = np.min(p * ALPHA / np.array([level.two_sided for level in looks.levels(ALPHA)]), axis=1)
+    for u in (ALPHA, 0.01, 0.001):
+        binomial = 4 * math.sqrt(u / len(p))
+        assert (p_star <= u).mean() == pytest.approx(u, abs=binomial + 0.02 * u)
+    assert (scaled <= 0.01).mean() > 0.01 + 4 * math.sqrt(0.01 / len(p))
+    # one look of a design alone is stricter than its place in the design
+    assert looks.p_value([(33, 0.0119)]) == pytest.approx(ALPHA, rel=0.02)
+    assert looks.p_value([(3, 0.0119)]) > ALPHA
 
 
 def test_optional_stopping_keeps_false_changes_below_alpha_and_naive_looks_do_not():
@@ -92,18 +131,18 @@ def test_the_looks_decide_what_the_planned_rounds_leave_open():
 def test_the_default_horizon_lets_the_budget_end_the_run_and_decides_more():
     """ab's default horizon (--rounds + 30) against the one before short added rounds (+ 20),
     both stopped at 33 rounds, where a 2x budget of short rounds reaches: A/A quantities whose
-    round pairs scatter by 5% are placed within ±5% more often, since the nearer horizon has
-    spent all of alpha by 23 rounds (simulated: 99% against 89%); and where the budget stops a run
-    at 23 rounds, the farther horizon costs little (86% against 89%)."""
+    round pairs scatter by 6% are placed within ±5% more often, since the nearer horizon has
+    spent all of alpha by 23 rounds (simulated: 97.5% against 82.5%); and where the budget stops
+    a run at 23 rounds, the farther horizon costs little (81.7% against 82.5%)."""
     from benchcore.cli.ab import DEFAULT_EXTRA_ROUNDS
 
     def decided_same(horizon, stop, runs=120):
         rng = np.random.default_rng(1)
-        ended = [run_until_decided(rng, 1.0, 0.05, Looks(3, 2, horizon), stop=stop)[0] for _ in range(runs)]
+        ended = [run_until_decided(rng, 1.0, 0.06, Looks(3, 2, horizon), stop=stop)[0] for _ in range(runs)]
         return sum(v == "same" for v in ended) / runs
 
-    assert decided_same(3 + DEFAULT_EXTRA_ROUNDS, 33) > decided_same(23, 33) + 0.05
-    assert decided_same(3 + DEFAULT_EXTRA_ROUNDS, 23) > decided_same(23, 23) - 0.06
+    assert decided_same(3 + DEFAULT_EXTRA_ROUNDS, 33) > decided_same(23, 33) + 0.1
+    assert decided_same(3 + DEFAULT_EXTRA_ROUNDS, 23) > decided_same(23, 23) - 0.03
 
 
 def test_optional_stopping_keeps_false_sames_below_alpha():
@@ -116,16 +155,16 @@ def test_optional_stopping_keeps_false_sames_below_alpha():
     assert sum(v == "slower" for v in verdicts) / runs >= 0.6
 
 
-def test_a_quantity_decided_at_a_later_look_says_so_and_spends_only_its_share():
+def test_a_quantity_decided_at_a_later_look_says_so_and_tests_at_its_level():
     rng = np.random.default_rng(5)
     base = list(np.exp(0.04 * rng.standard_normal(7)))
     new = [b * 1.01 * math.exp(0.04 * e) for b, e in zip(base, rng.standard_normal(7))]
     m = compare_timings("forward", rounds_timing(base), rounds_timing(new), Evidence(0.05, ALPHA, paired=True, looks=LOOKS))
     assert "3 looks (at 3, 5, 7 rounds), p the sequential p-value over them" in m.reason
-    shares = dict(LOOKS.shares(ALPHA))
-    # the last look's claim is made at its own share, not at alpha
+    levels = {level.rounds: level.two_sided for level in LOOKS.levels(ALPHA)}
+    # the last look's claim is made at its own level, not at alpha
     one_look = compare_timings("forward", rounds_timing(base), rounds_timing(new), Evidence(0.05, ALPHA, paired=True))
-    assert m.detectable_ratio > one_look.detectable_ratio and shares[7] < ALPHA
+    assert m.detectable_ratio > one_look.detectable_ratio and levels[7] < ALPHA
 
 
 def test_two_reports_with_different_schedules_are_not_one_ab_run():
@@ -236,3 +275,30 @@ def test_budget_and_max_rounds_are_read_or_refused_in_one_line():
     assert looks_for(1, SimpleNamespace(max_rounds=None, budget=("x", 2.0))) is None  # counted ab: one round
     with pytest.raises(UsageError, match="--max-rounds 2 is below --rounds 3"):
         looks_for(3, SimpleNamespace(max_rounds=2, budget=("x", 2.0)))
+
+
+def test_rare_slow_processes_neither_raise_false_calls_nor_keep_a_pair_from_being_placed():
+    """A/A quantities whose processes run at 2.2x in one round of twenty on either side (the
+    per-process speeds of small MXNet calls on this VM), round pairs otherwise scattering by 3%:
+    over looks up to 33 rounds, at most alpha of them are called slower or faster, and most are
+    placed within ±5% (93% simulated; 51% untrimmed): the paired test trims the odd rounds once
+    it has ten a side."""
+    runs, looks = 300, Looks(3, 2, 33)
+    rng = np.random.default_rng(17)
+    verdicts = []
+    def side():
+        speed = np.where(rng.uniform(size=looks.horizon) < 0.05, 2.2, 1.0)
+        return speed * np.exp(0.02 * rng.standard_normal(looks.horizon))
+
+    for _ in range(runs):
+        machine = np.exp(0.03 * rng.standard_normal(looks.horizon))  # what a pair's rounds share
+        base, new = machine * side(), machine * side()
+        verdict = "undecided"
+        for n in looks.schedule:
+            verdict = compare_timings("forward", rounds_timing(base[:n]), rounds_timing(new[:n]),
+                                      Evidence(0.05, ALPHA, paired=True, looks=looks)).verdict
+            if verdict != "undecided":
+                break
+        verdicts.append(verdict)
+    assert sum(v in ("slower", "faster") for v in verdicts) / runs <= ALPHA
+    assert sum(v == "same" for v in verdicts) / runs >= 0.8
