@@ -2,9 +2,11 @@
 
 Each verdict is a decision the evidence supports, never the absence of one:
 
-- `slower` / `faster`: the change is large (the ratio is beyond the margin, ±5% by default) and
-  real (a test on the right evidence rejects "no change" at `alpha`, adjusted for the number of
-  quantities judged together). A CI gate fails only on these.
+- `slower` / `faster`: the change is real (a test on the right evidence rejects "no change" at
+  `alpha`, adjusted for the number of quantities judged together) and either large (the ratio is
+  beyond the margin, ±5% by default) or, on rounds, not established within the margin (its
+  interval reaches past it: a real +4% that may be +7% is slower, not "too noisy to tell"). A
+  CI gate fails only on these.
 - `same`: the change is established to lie within the margin: the ratio's (1 - 2·alpha) interval
   lies inside ±margin (two one-sided tests, TOST: an equivalence test). A change that is merely
   not significant is never `same`.
@@ -594,6 +596,8 @@ def _compare_rounds(metric: str, category: str, bm: Measurement, nm: Measurement
         result.ratio_vs_machine = result.ratio / math.exp(offset)
     if not dithered and _not_measurable(result, nm.center - bm.center, resolution, evidence.threshold):
         return result
+    # a change within the margin is called on its significance only where the clock can see it
+    small_seen = dithered or not within_step(nm.center - bm.center, CLOCK_STEPS * resolution)
     looked = _looked_tests(bm, nm, evidence, offset, offset_variance + scatter ** 2)
     test = looked.last
     clear = _bimodal(result, bm, nm, evidence)
@@ -617,7 +621,7 @@ def _compare_rounds(metric: str, category: str, bm: Measurement, nm: Measurement
     if len(looked.looks) > 1:
         parts.append(f"{len(looked.looks)} looks (at {', '.join(str(level.rounds) for level, _t in looked.looks)} rounds), "
                      + ("p the last look's" if trimmed else "p the sequential p-value over them"))
-    _judge(result, evidence, "; ".join(parts), f"t-test on log {figure}", clear, looked)
+    _judge(result, evidence, "; ".join(parts), f"t-test on log {figure}", clear, looked, small_seen)
     return result
 
 
@@ -676,13 +680,15 @@ def _bimodal(result: MetricComparison, bm: Measurement, nm: Measurement, evidenc
 
 
 def _judge(result: MetricComparison, evidence: Evidence, why: str, test_name: str, clear: Optional[int] = None,
-           looked: Optional[LookedTests] = None) -> None:
+           looked: Optional[LookedTests] = None, small_seen: bool = False) -> None:
     """Decide now on the p-value alone, or leave the decision for compare() to take once every
     quantity's p-value is known (the false-discovery adjustment needs them all). `clear`: for a
     bimodal quantity, the direction a change must have beyond both speeds to be called; `looked`:
-    the tests on rounds, whose intervals decide `same` and whose precision the claims rest on."""
+    the tests on rounds, whose intervals decide `same` and whose precision the claims rest on;
+    `small_seen`: a real change within the margin that `same` cannot place is called too (on
+    rounds, whose test holds the processes' scatter, and where the clock sees the change)."""
     decide = functools.partial(_decide, result, evidence.threshold, evidence.alpha, why, test_name, clear=clear,
-                               looked=looked)
+                               looked=looked, small_seen=small_seen)
     if evidence.pending is None:
         decide()
     else:
@@ -708,7 +714,7 @@ def decide_pending(pending: list) -> None:
 
 def _decide(result: MetricComparison, threshold: float, alpha: float, evidence: str, test_name: str,
             adjusted: Optional[Tuple[float, int]] = None, *, clear: Optional[int] = None,
-            looked: Optional[LookedTests] = None) -> None:
+            looked: Optional[LookedTests] = None, small_seen: bool = False) -> None:
     """Set verdict and reason from the judged ratio, its interval and the test's p-value (its
     q-value, when `adjusted` is (q-value, how many quantities were judged together)).
 
@@ -728,6 +734,11 @@ def _decide(result: MetricComparison, threshold: float, alpha: float, evidence: 
     if direction != 0 and significance < alpha:
         result.verdict = {1: "slower", -1: "faster"}[direction]
         result.reason = f"change {change}, {test_name} {stated} < {alpha:g} ({evidence})"
+    elif small_seen and significance < alpha and interval is not None and not _inside(interval, threshold):
+        result.verdict = "slower" if result.judged_ratio > 1 else "faster"
+        result.reason = (f"change {change}, {test_name} {stated} < {alpha:g}; within ±{threshold * 100:g}%, but its "
+                         f"{interval_name} interval {percent_change(interval[0])} to {percent_change(interval[1])} "
+                         f"reaches past it ({evidence})")
     elif _inside(interval, threshold):
         result.verdict = "same"
         result.reason = (f"change {change}; its {interval_name} interval {percent_change(interval[0])} to "

@@ -125,7 +125,7 @@ def test_the_looks_decide_what_the_planned_rounds_leave_open():
     ended = [run_until_decided(rng, 1.0, 0.03, LOOKS) for _ in range(200)]
     assert sum(v == "same" for v, _n in ended) / len(ended) >= 0.8
     assert sum(n == 3 and v == "same" for v, n in ended) / len(ended) < 0.5
-    assert not any(v in ("slower", "faster") for v, _n in ended)
+    assert sum(v in ("slower", "faster") for v, _n in ended) / len(ended) <= ALPHA
 
 
 def test_the_default_horizon_lets_the_budget_end_the_run_and_decides_more():
