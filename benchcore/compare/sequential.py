@@ -165,7 +165,7 @@ def _boundaries(rounds: Sequence[int], shares: Sequence[float], two_sided: bool)
     density of the sum on the region still going is carried from look to look on a grid
     (Armitage, McPherson & Rowe 1969)."""
     from scipy.optimize import brentq
-    from scipy.special import ndtr, ndtri
+    from scipy.special import ndtri
 
     first = float(-ndtri(shares[0] / 2 if two_sided else shares[0]))
     bounds = [first]
@@ -174,20 +174,28 @@ def _boundaries(rounds: Sequence[int], shares: Sequence[float], two_sided: bool)
     for previous, n, share in zip(rounds, rounds[1:], shares[1:]):
         spread = math.sqrt(n - previous)
         mass = weights * density
-
-        def crossing(c):
-            edge = c * math.sqrt(n)
-            upper = ndtr((grid - edge) / spread)
-            lower = ndtr((-edge - grid) / spread) if two_sided else 0.0
-            return float(np.sum(mass * (upper + lower)))
-
-        c = brentq(lambda c: crossing(c) - share, 0.0, 40.0, xtol=1e-7) if crossing(40.0) < share < crossing(0.0) else 40.0
+        step = (math.sqrt(n), grid, mass, spread, two_sided, share)
+        inside = _crossing(40.0, *step) < 0 < _crossing(0.0, *step)
+        c = brentq(_crossing, 0.0, 40.0, args=step, xtol=1e-7) if inside else 40.0
         bounds.append(c)
         next_grid, next_weights = _region(c, n, two_sided)
         kernel = np.exp(-((next_grid[:, None] - grid[None, :]) / spread) ** 2 / 2) / (spread * math.sqrt(2 * math.pi))
         density = kernel @ mass
         grid, weights = next_grid, next_weights
     return bounds
+
+
+def _crossing(c: float, scale: float, grid: np.ndarray, mass: np.ndarray, spread: float, two_sided: bool,
+              share: float) -> float:
+    """The chance that a path still going (`mass` on `grid`) crosses boundary `c` at a look whose
+    sum has `scale`² rounds, `spread`² of them since the last look, less the look's `share` (the
+    root is the boundary)."""
+    from scipy.special import ndtr
+
+    edge = c * scale
+    upper = ndtr((grid - edge) / spread)
+    lower = ndtr((-edge - grid) / spread) if two_sided else 0.0
+    return float(np.sum(mass * (upper + lower))) - share
 
 
 def _region(c: float, rounds: int, two_sided: bool) -> Tuple[np.ndarray, np.ndarray]:

@@ -119,6 +119,7 @@ def test_opbench_puts_the_two_speeds_and_their_cause_on_the_profiler_phase_it_re
 def test_each_thread_is_read_through_a_kept_descriptor_that_follows_threads_coming_and_going():
     import os
     import threading
+    import time
 
     from benchcore.measure import contention
 
@@ -130,6 +131,10 @@ def test_each_thread_is_read_through_a_kept_descriptor_that_follows_threads_comi
     assert tid in first and set(contention._SCHEDSTAT) == set(first)
     stop.set()
     thread.join()
+    # join returns once the thread's Python code is done; the kernel drops the task a moment later
+    deadline = time.monotonic() + 5
+    while os.path.exists(f"/proc/self/task/{tid}") and time.monotonic() < deadline:
+        time.sleep(0.01)
     second = contention._threads()
     assert tid not in second and set(contention._SCHEDSTAT) == set(second)  # its descriptor closed
     main = str(threading.get_native_id())
