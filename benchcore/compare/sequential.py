@@ -123,6 +123,8 @@ class Looks:
                 return 0.0
             if p < math.exp(table[-1, k]):  # stricter than any tabulated design: the union bound
                 found = min(found, p * TABULATED[-1] / self._share(k, TABULATED[-1]))
+            elif p > math.exp(table[0, k]):  # laxer than any: scaled, for the record (never called)
+                found = min(found, p * TABULATED[0] / math.exp(table[0, k]))
             else:
                 found = min(found, math.exp(np.interp(math.log(p), table[::-1, k], logs[::-1])))
         return min(1.0, found)
@@ -152,11 +154,11 @@ class Looks:
 def _levels(looks: Looks, alpha: float) -> Tuple[Level, ...]:
     rounds = looks.schedule
     shares = [share for _n, share in looks.shares(alpha)]
+    from scipy.special import ndtr
+
     two = _boundaries(rounds, shares, two_sided=True)
     one = _boundaries(rounds, shares, two_sided=False)
-    from scipy.stats import norm
-
-    return tuple(Level(n, float(2 * norm.sf(c2)), float(norm.sf(c1))) for n, c2, c1 in zip(rounds, two, one))
+    return tuple(Level(n, float(2 * ndtr(-c2)), float(ndtr(-c1))) for n, c2, c1 in zip(rounds, two, one))
 
 
 def _boundaries(rounds: Sequence[int], shares: Sequence[float], two_sided: bool) -> List[float]:

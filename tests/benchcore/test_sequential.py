@@ -100,6 +100,9 @@ def test_the_sequential_p_value_is_valid_on_correlated_looks():
     # one look of a design alone is stricter than its place in the design
     assert looks.p_value([(33, 0.0119)]) == pytest.approx(ALPHA, rel=0.02)
     assert looks.p_value([(3, 0.0119)]) > ALPHA
+    # it grows with p across the whole range, beyond the tabulated designs at both ends
+    read = [looks.p_value([(33, p)]) for p in (1e-14, 1e-6, 0.001, 0.01, 0.1, 0.5, 0.9)]
+    assert read == sorted(read) and 0 < read[0] < 1e-12 and read[-1] == 1.0
 
 
 def test_optional_stopping_keeps_false_changes_below_alpha_and_naive_looks_do_not():
