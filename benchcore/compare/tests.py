@@ -16,8 +16,9 @@ import numpy as np
 #: evidence says nothing (and exp() of the t quantile at a tiny alpha and few degrees of freedom
 #: would overflow)
 LOG_LIMIT = math.log(1e6)
-#: the share of paired log ratios a paired test cuts from each end (Wilcox's usual 20%: nearly a
-#: mean's precision on normal rounds, and a median's calm when a few processes ran at another speed)
+#: the share of paired log ratios a paired test cuts from each end: 10%, half of Wilcox's usual
+#: 20%, which on the third take's runs cost degrees of freedom at 10-15 rounds and decided less
+#: (lab/notes/answers.md, "Fourth take"); enough for a process or two at another speed
 TRIM = 0.1
 
 
