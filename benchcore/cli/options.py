@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from benchcore.errors import UsageError
+from benchcore.execute import idle
 from benchcore.report.model import Report, write_text_atomic
 
 #: adaptive mode's defaults for --min-time and --max-time (seconds of sampling per case)
@@ -93,6 +94,10 @@ def add_run_arguments(parser: argparse.ArgumentParser, rounds: int, timeout_s: f
                             f"the measured runs split over the rounds; comparisons rest on the rounds (default {rounds})")
     group.add_argument("--threads", type=positive_int, default=None,
                        help="CPU threads for the frameworks (sets OMP/MKL/OpenBLAS and torch threads before import); recorded in the report")
+    group.add_argument("--cpu-idle", choices=idle.MODES, default=idle.DEFAULT_MODE,
+                       help="auto: while timing, keep idle CPUs polling instead of sleeping (holds /dev/cpu_dma_latency "
+                            "at 0, which needs root) where that can be held, and record why not where it cannot; poll: "
+                            "require it; os: leave idle states to the OS. Recorded in the report (default auto)")
     group.add_argument("--timeout", type=positive_float, default=timeout_s,
                        help=f"seconds one case (one round of it) may take before its worker is killed and it is "
                             f"recorded as timeout (default {timeout_s:g})")
@@ -382,7 +387,7 @@ def run_plan_from(request, ab: bool = False):
 
     memory_gb = request.memory_limit_gb
     plan = RunPlan(isolate=not request.no_isolation, timeout_s=request.timeout, resume=bool(request.resume),
-                   memory_limit_bytes=int(memory_gb * 2**30) if memory_gb else None)
+                   memory_limit_bytes=int(memory_gb * 2**30) if memory_gb else None, cpu_idle=request.cpu_idle)
     if request.ray is None:
         given = [flag for flag, value in (("--shards", request.shards), ("--max-retries", request.max_retries),
                                           ("--allow-env-mismatch", request.allow_env_mismatch))
@@ -390,6 +395,9 @@ def run_plan_from(request, ab: bool = False):
         if given:
             raise UsageError(f"{given[0]} only applies with --ray; add --ray ADDRESS or drop {given[0]}")
         return plan
+    if request.cpu_idle == "poll":
+        raise UsageError("--cpu-idle poll holds this machine's CPUs, not a Ray cluster's nodes; "
+                         "drop --cpu-idle poll, or run without --ray")
     if request.shard:
         raise UsageError("--ray cuts the sweep into shards itself; drop --shard K/N (--shards N sets how many)")
     if not plan.isolate:

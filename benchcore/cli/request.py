@@ -50,6 +50,8 @@ class SweepRequest:
     seed: Optional[int] = None
     rounds: int = 3
     threads: Optional[int] = None
+    #: --cpu-idle: benchcore.execute.idle.MODES
+    cpu_idle: str = "auto"
     timeout: float = 600.0
     resume: bool = False
     no_isolation: bool = False

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from benchcore.errors import UsageError
+from benchcore.execute import idle
 from benchcore.execute.cluster.driver import ClusterPlan
 from benchcore.execute.rounds import RUNS_PER_ROUND, RoundPlan, Short, combine_results
 from benchcore.measure import reference
@@ -110,6 +111,8 @@ class RunPlan:
     memory_limit_bytes: Optional[int] = None
     #: --ray and its flags; None: on this machine
     cluster: Optional[ClusterPlan] = None
+    #: --cpu-idle: whether idle CPUs poll while the sweep times (benchcore.execute.idle)
+    cpu_idle: str = idle.DEFAULT_MODE
 
 
 def measure(job: SweepJob, plan: RunPlan, prog: str, argv: Sequence[str], extra: dict,
@@ -123,10 +126,10 @@ def measure(job: SweepJob, plan: RunPlan, prog: str, argv: Sequence[str], extra:
     noise state and warn; collect each side's environment (this interpreter's through
     `collect_local`, or an A/B side's in its own interpreter); run every slot (and, with
     `more_rounds`, the rounds it adds: it reads what is measured so far, as this returns it);
-    read the machine again, recorded in each environment's `system` block.
+    read the machine again, recorded in each environment's `system` block. All of it with the idle
+    CPUs polling as --cpu-idle asks (benchcore.execute.idle), recorded as `cpu_idle`.
     """
     from benchcore.execute.checkpoint import check_checkpoint
-    from benchcore.execute.system import read_system
 
     if job.checkpoint is not None:
         check_checkpoint(job.checkpoint, job.options(), plan.resume)
@@ -136,6 +139,19 @@ def measure(job: SweepJob, plan: RunPlan, prog: str, argv: Sequence[str], extra:
         job.env = side_env(os.environ)
     if job.pythons and job.launcher:
         count_sides(job)
+    with idle.held(plan.cpu_idle, counting=bool(job.launcher)) as hold:
+        if not job.launcher:
+            say_not_held(prog, hold)
+        return _measure_here(job, plan, prog, argv, extra, collect_local, more_rounds, step, hold)
+
+
+def _measure_here(job: SweepJob, plan: RunPlan, prog: str, argv: Sequence[str], extra: dict,
+                  collect_local: Optional[Callable[[], dict]], more_rounds, step: int,
+                  hold: idle.IdleHold) -> Dict[str, Tuple[dict, List[CaseResult]]]:
+    """measure() on this machine, with the CPUs' idle states as `hold` says (recorded in each
+    environment as `cpu_idle`)."""
+    from benchcore.execute.system import read_system
+
     start = read_system_warned(prog)
     if job.pythons:
         environments = side_environments(job.pythons, job.suite, [prog, *argv], extra)
@@ -147,12 +163,19 @@ def measure(job: SweepJob, plan: RunPlan, prog: str, argv: Sequence[str], extra:
         for side, results in by_side.items():
             cases = [r for r in results if not reference.is_reference(r.spec)]
             system = {"start": start.to_dict(), "end": end, "reference": _reference_block(results)}
-            found[side] = (dict(environments[side], system=system), cases)
+            found[side] = (dict(environments[side], system=system, cpu_idle=hold.to_dict()), cases)
         return found
 
     asks = (lambda by_side: more_rounds(measured(by_side, None))) if more_rounds is not None else None
     by_side = run(job, plan, asks, step)
     return measured(by_side, read_system().to_dict())
+
+
+def say_not_held(prog: str, hold: idle.IdleHold) -> None:
+    """One line where `auto` could not keep the idle CPUs polling: small calls then time wake-ups too."""
+    if hold.asked == "auto" and not hold.held:
+        print(f"{prog}: note: idle CPUs may sleep while timing: {hold.reason}; calls that hand work to "  # noqa: T201  (the sweep's stderr)
+              "another thread then time its wake-up too (run as root, or --cpu-idle os to say so)", file=sys.stderr)
 
 
 def _reference_block(results: List[CaseResult]) -> Optional[dict]:

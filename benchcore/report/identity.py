@@ -34,6 +34,7 @@ ENV_KEY_IGNORED = (
     "*time*", "*date*", "*host*", "*argv*", "*pid*", "*path*", "*executable*", "*freq*",
     "*load*", "*usage*", "*percent*", "*available*", "*uptime*", "*git*", "*commit*", "*cwd*",
     "*seed*", "*command*",
+    "cpu_idle.asked", "cpu_idle.reason",  # what was asked and why not held: `cpu_idle.held` is what counts
 )
 
 
