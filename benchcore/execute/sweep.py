@@ -22,6 +22,7 @@ from benchcore.errors import UsageError
 from benchcore.execute import idle
 from benchcore.execute.cluster.driver import ClusterPlan
 from benchcore.execute.rounds import RUNS_PER_ROUND, RoundPlan, Short, combine_results
+from benchcore.execute.system import IDLE_CHECK
 from benchcore.measure import reference
 from benchcore.measure.case import CaseSpec
 from benchcore.measure.combine import combine_metrics
@@ -140,8 +141,6 @@ def measure(job: SweepJob, plan: RunPlan, prog: str, argv: Sequence[str], extra:
     if job.pythons and job.launcher:
         count_sides(job)
     with idle.held(plan.cpu_idle, counting=bool(job.launcher)) as hold:
-        if not job.launcher:
-            say_not_held(prog, hold)
         return _measure_here(job, plan, prog, argv, extra, collect_local, more_rounds, step, hold)
 
 
@@ -152,7 +151,8 @@ def _measure_here(job: SweepJob, plan: RunPlan, prog: str, argv: Sequence[str], 
     environment as `cpu_idle`)."""
     from benchcore.execute.system import read_system
 
-    start = read_system_warned(prog)
+    # idle states: said where --cpu-idle auto could not hold them (held, the advice has nothing to say)
+    start = read_system_warned(prog, quiet=(IDLE_CHECK,) if hold.asked == "os" or job.launcher else ())
     if job.pythons:
         environments = side_environments(job.pythons, job.suite, [prog, *argv], extra)
     else:
@@ -169,13 +169,6 @@ def _measure_here(job: SweepJob, plan: RunPlan, prog: str, argv: Sequence[str], 
     asks = (lambda by_side: more_rounds(measured(by_side, None))) if more_rounds is not None else None
     by_side = run(job, plan, asks, step)
     return measured(by_side, read_system().to_dict())
-
-
-def say_not_held(prog: str, hold: idle.IdleHold) -> None:
-    """One line where `auto` could not keep the idle CPUs polling: small calls then time wake-ups too."""
-    if hold.asked == "auto" and not hold.held:
-        print(f"{prog}: note: idle CPUs may sleep while timing: {hold.reason}; calls that hand work to "  # noqa: T201  (the sweep's stderr)
-              "another thread then time its wake-up too (run as root, or --cpu-idle os to say so)", file=sys.stderr)
 
 
 def _reference_block(results: List[CaseResult]) -> Optional[dict]:
@@ -305,13 +298,14 @@ def _progress(slots, prog: str):
                     unit="case rounds" if several else "cases")
 
 
-def read_system_warned(prog: str):
-    """The machine's noise state, its warnings printed on stderr (one line each)."""
+def read_system_warned(prog: str, quiet: Sequence[str] = ()):
+    """The machine's noise state, its warnings printed on stderr (one line each) but those named
+    in QUIET_AT_SWEEP and `quiet`."""
     from benchcore.execute.system import read_system
 
     state = read_system()
     for item in state.advice():
-        if item.check not in QUIET_AT_SWEEP:
+        if item.check not in (*QUIET_AT_SWEEP, *quiet):
             print(f"{prog}: warning: {item.check}: {item.found} (fix: {item.fix})", file=sys.stderr)  # noqa: T201  (the sweep's stderr, as its progress bar)
     return state
 

@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Dict, List, Optional
 
+from benchcore.execute import idle
 from benchcore.execute.environment import THREAD_VARIABLES
 
 CPU_ROOT = Path("/sys/devices/system/cpu")
@@ -26,6 +27,9 @@ SAMPLE_S = 0.25
 #: cores busy with other work on average (0.40 on 2 cores is a shell and an editor, not a
 #: competitor; 1.0 on 2 cores is one core taken)
 LOAD_PER_CORE = 0.5
+
+#: the advice about idle states (a sweep that holds them polling, or is told not to, is quiet about it)
+IDLE_CHECK = "idle states"
 
 #: measure_speed: how long, in windows of what length; a swing above the limit is warned about
 SPEED_SECONDS = 3.0
@@ -54,6 +58,11 @@ class SystemState:
     busy_processes: List[dict] = field(default_factory=list)  # pid, name, cpu_share
     #: how much the machine's speed moves from moment to moment (measure_speed); None: not measured
     speed: Optional[dict] = None
+    #: the idle states CPU 0 may enter (cpuidle's names: POLL spins, the others sleep)
+    idle_states: List[str] = field(default_factory=list)
+    #: the idle exit latency bound in force, µs (0: idle CPUs poll, as a sweep holds it;
+    #: benchcore.execute.idle); None: not readable here (it needs root)
+    idle_bound_us: Optional[int] = None
 
     def to_dict(self) -> dict:
         data = asdict(self)
@@ -63,7 +72,7 @@ class SystemState:
     def advice(self) -> List[Advice]:
         """Every warning, in the order a user should act on them."""
         found: List[Advice] = []
-        for check in (_busy, _load, _speed, _threads, _governor, _turbo, _aslr):
+        for check in (_busy, _load, _speed, _idle, _threads, _governor, _turbo, _aslr):
             item = check(self)
             if item is not None:
                 found.append(item)
@@ -96,6 +105,17 @@ def _speed(state: SystemState) -> Optional[Advice]:
                   "the next (a busy or shared host): a sweep's figures move with it",
                   "gate with `ab`, whose rounds run side by side so the moment cancels, and more --rounds; "
                   "compare's *Detectable slowdown* says what a comparison can still see")
+
+
+def _idle(state: SystemState) -> Optional[Advice]:
+    sleeping = [name for name in state.idle_states if name != "POLL"]
+    if not sleeping or state.idle_bound_us == 0:
+        return None
+    bound = "unknown here" if state.idle_bound_us is None else f"{state.idle_bound_us} µs"
+    return Advice(IDLE_CHECK, f"idle CPUs may enter {', '.join(sleeping)} (latency bound {bound}): a call whose "
+                  "work another thread does (MXNet's engine, an OpenMP team) also times that thread's CPU waking up",
+                  "run the sweep as root: it then keeps idle CPUs polling while it times (--cpu-idle auto); "
+                  "or boot with idle=poll")
 
 
 def measure_speed(seconds: float = SPEED_SECONDS, window_s: float = SPEED_WINDOW_S) -> dict:
@@ -245,7 +265,22 @@ def read_system(sample_s: float = SAMPLE_S, speed: bool = False) -> SystemState:
         threads_env={name: os.environ.get(name) for name in THREAD_VARIABLES},
         busy_processes=_busy_processes(sample_s),
         speed=measure_speed() if speed else None,
+        idle_states=_idle_states(),
+        idle_bound_us=_idle_bound_us(),
     )
+
+
+def _idle_states() -> List[str]:
+    folder = CPU_ROOT / "cpu0" / "cpuidle"
+    found = [(_read(state / "name"), state.name) for state in folder.glob("state[0-9]*")]
+    return [name for name, _ in sorted(found, key=lambda pair: int(pair[1][5:])) if name]
+
+
+def _idle_bound_us() -> Optional[int]:
+    try:
+        return idle.latency_bound_us()
+    except OSError:
+        return None
 
 
 def _pct(value: Optional[float]) -> str:
@@ -263,6 +298,8 @@ def format_state(state: SystemState) -> str:
         ["turbo boost", {None: "not exposed", True: "on", False: "off"}[state.turbo]],
         ["ASLR (randomize_va_space)", "---" if state.aslr is None else state.aslr],
         ["isolated CPUs", state.isolated_cpus or "none"],
+        ["idle states (latency bound)", f"{', '.join(state.idle_states) or 'not exposed'} "
+                                        f"({'---' if state.idle_bound_us is None else f'{state.idle_bound_us} µs'})"],
         ["thread settings", ", ".join(f"{k}={v}" for k, v in state.threads_env.items() if v) or "unset"],
         ["busy processes", len(state.busy_processes)],
         ["speed swing (compute, memory)", "---" if not state.speed else

@@ -40,6 +40,9 @@ def test_opbench_ab_with_the_same_venv_twice_is_a_valid_aa_run(tmp_path):
         assert report.settings["rounds"]["rounds"] == 2 and "sequential" not in report.settings  # --budget 0
         assert all(len(r.rounds) == 2 for r in report.results)
         assert report.environment["system"]["reference"]["status"] == "ok"
+        # both sides timed under the one hold of the sweep's idle CPUs (test_idle: where it can be held)
+        assert report.environment["cpu_idle"]["asked"] == "auto"
+    assert base.environment["cpu_idle"] == new.environment["cpu_idle"]
     comparison = json.loads((out / "comparison.json").read_text())
     assert comparison["drift"]["basis"] == "interleaved" and comparison["sequential"] is None
     assert len(comparison["cases"]) == len(base.results)
