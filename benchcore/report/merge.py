@@ -31,8 +31,9 @@ from benchcore.report.model import CaseResult, Report
 Finisher = Callable[[Report], Report]
 
 #: environment keys that say how a figure was taken, which differ between a timing and a counted
-#: report of one build by design (with the thread settings: counts run one thread)
-KIND_KEYS = ("engine", "timer")
+#: report of one build by design (with the thread settings: counts run one thread; a counted sweep
+#: never holds the idle CPUs polling, which counts do not depend on: benchcore.execute.idle)
+KIND_KEYS = ("engine", "timer", "cpu_idle.held")
 
 #: settings that legitimately differ between shards of one sweep
 SHARD_VARIANT_SETTINGS = ("shard", "output", "output_file", "checkpoint", "resume", "argv", "command_line")
