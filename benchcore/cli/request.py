@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Optional, Tuple, Type, TypeVar
 
 from benchcore.compare.count_verdicts import FUNCTIONS
+from benchcore.execute import idle
 from benchcore.execute.rounds import ADDED_ROUND_MS
 
 Request = TypeVar("Request")
@@ -50,8 +51,8 @@ class SweepRequest:
     seed: Optional[int] = None
     rounds: int = 3
     threads: Optional[int] = None
-    #: --cpu-idle: benchcore.execute.idle.MODES
-    cpu_idle: str = "auto"
+    #: --cpu-idle: one of benchcore.execute.idle.MODES
+    cpu_idle: str = idle.DEFAULT_MODE
     timeout: float = 600.0
     resume: bool = False
     no_isolation: bool = False

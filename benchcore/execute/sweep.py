@@ -22,7 +22,7 @@ from benchcore.errors import UsageError
 from benchcore.execute import idle
 from benchcore.execute.cluster.driver import ClusterPlan
 from benchcore.execute.rounds import RUNS_PER_ROUND, RoundPlan, Short, combine_results
-from benchcore.execute.system import IDLE_CHECK
+from benchcore.execute.system import IDLE_CHECK, read_system
 from benchcore.measure import reference
 from benchcore.measure.case import CaseSpec
 from benchcore.measure.combine import combine_metrics
@@ -140,35 +140,27 @@ def measure(job: SweepJob, plan: RunPlan, prog: str, argv: Sequence[str], extra:
         job.env = side_env(os.environ)
     if job.pythons and job.launcher:
         count_sides(job)
-    with idle.held(plan.cpu_idle, counting=bool(job.launcher)) as hold:
-        return _measure_here(job, plan, prog, argv, extra, collect_local, more_rounds, step, hold)
+    counting = bool(job.launcher)
+    with idle.held(plan.cpu_idle, counting=counting) as hold:
+        # idle states: said where --cpu-idle auto could not hold them (held, the advice has nothing to say)
+        start = read_system_warned(prog, quiet=(IDLE_CHECK,) if hold.asked == "os" or counting else ())
+        if job.pythons:
+            environments = side_environments(job.pythons, job.suite, [prog, *argv], extra)
+        else:
+            environments = {"": collect_local() if collect_local
+                            else collect(prog, [prog, *argv], job.suite.collectors, extra)}
 
+        def measured(by_side: Dict[str, List[CaseResult]], end: Optional[dict]) -> Dict[str, Tuple[dict, List[CaseResult]]]:
+            found = {}
+            for side, results in by_side.items():
+                cases = [r for r in results if not reference.is_reference(r.spec)]
+                system = {"start": start.to_dict(), "end": end, "reference": _reference_block(results)}
+                found[side] = (dict(environments[side], system=system, cpu_idle=hold.to_dict()), cases)
+            return found
 
-def _measure_here(job: SweepJob, plan: RunPlan, prog: str, argv: Sequence[str], extra: dict,
-                  collect_local: Optional[Callable[[], dict]], more_rounds, step: int,
-                  hold: idle.IdleHold) -> Dict[str, Tuple[dict, List[CaseResult]]]:
-    """measure() on this machine, with the CPUs' idle states as `hold` says (recorded in each
-    environment as `cpu_idle`)."""
-    from benchcore.execute.system import read_system
-
-    # idle states: said where --cpu-idle auto could not hold them (held, the advice has nothing to say)
-    start = read_system_warned(prog, quiet=(IDLE_CHECK,) if hold.asked == "os" or job.launcher else ())
-    if job.pythons:
-        environments = side_environments(job.pythons, job.suite, [prog, *argv], extra)
-    else:
-        environments = {"": collect_local() if collect_local else collect(prog, [prog, *argv], job.suite.collectors, extra)}
-
-    def measured(by_side: Dict[str, List[CaseResult]], end: Optional[dict]) -> Dict[str, Tuple[dict, List[CaseResult]]]:
-        found = {}
-        for side, results in by_side.items():
-            cases = [r for r in results if not reference.is_reference(r.spec)]
-            system = {"start": start.to_dict(), "end": end, "reference": _reference_block(results)}
-            found[side] = (dict(environments[side], system=system, cpu_idle=hold.to_dict()), cases)
-        return found
-
-    asks = (lambda by_side: more_rounds(measured(by_side, None))) if more_rounds is not None else None
-    by_side = run(job, plan, asks, step)
-    return measured(by_side, read_system().to_dict())
+        asks = (lambda by_side: more_rounds(measured(by_side, None))) if more_rounds is not None else None
+        by_side = run(job, plan, asks, step)
+        return measured(by_side, read_system().to_dict())
 
 
 def _reference_block(results: List[CaseResult]) -> Optional[dict]:
@@ -301,8 +293,6 @@ def _progress(slots, prog: str):
 def read_system_warned(prog: str, quiet: Sequence[str] = ()):
     """The machine's noise state, its warnings printed on stderr (one line each) but those named
     in QUIET_AT_SWEEP and `quiet`."""
-    from benchcore.execute.system import read_system
-
     state = read_system()
     for item in state.advice():
         if item.check not in (*QUIET_AT_SWEEP, *quiet):

@@ -3,6 +3,7 @@ polling: its parent's open /dev/cpu_dma_latency and the bound in force (benchcor
 
 import json
 import os
+from pathlib import Path
 
 from benchcore.execute import idle
 
@@ -16,8 +17,6 @@ def execute(spec, options):
 
 def held_devices(pid: int) -> set:
     """The character devices and files process `pid` has open."""
-    from pathlib import Path
-
     found = set()
     for link in Path(f"/proc/{pid}/fd").iterdir():
         try:

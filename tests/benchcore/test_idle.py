@@ -4,6 +4,8 @@ at 0 through /dev/cpu_dma_latency), says why not where it cannot, and records wh
 import json
 import os
 import struct
+import subprocess
+import sys
 
 import pytest
 
@@ -126,9 +128,6 @@ def test_only_whether_it_was_held_separates_two_reports():
 
 @pytest.mark.parametrize("prog", ["opbench", "rnnbench"])
 def test_an_unknown_mode_is_one_line_and_exit_2(prog):
-    import subprocess
-    import sys
-
     argv = [sys.executable, "-m", prog, *(["bench"] if prog == "rnnbench" else []), "--cpu-idle", "sleepy"]
     done = subprocess.run(argv, capture_output=True, text=True, timeout=300)
     assert done.returncode == 2
